@@ -1,0 +1,238 @@
+// Completion queues: the four entry formats (read raw, in batches, so the
+// entry stride is checked too), fi_cq_sread wake-up and timeout, FI_WAIT_FD
+// with fi_trywait + poll().
+#include <poll.h>
+
+#include <cinttypes>
+#include <cstring>
+#include <type_traits>
+
+#include "ft_xfer.h"
+
+using namespace ft;
+
+namespace {
+
+constexpr int kServer = 0, kClient = 1;
+constexpr uint32_t kReady = 0xC0001u, kGo = 0xC0002u;
+constexpr int kBatch = 3;
+
+// One round trip so that any connection set-up is done before timing or
+// raw-reading the CQ.
+void warm_up(Endpoint& ep, const std::vector<fi_addr_t>& addr) {
+    int peer = 1 - rank();
+    for (int dir = 0; dir < 2; ++dir) {
+        if (rank() == dir) {
+            // fields depend on the CQ format: check context and payload only
+            auto r = post_recv(ep, 8, true, 0x1);
+            signal_peer(peer, kReady);
+            FT_CHECK(!ep.wait_ctx(&r->ctx, "warm-up receive").is_err, "warm-up receive failed");
+            check(r->buf.data(), 8, 9, "warm-up payload");
+        } else {
+            wait_signal(peer, kReady);
+            auto s = post_send(ep, addr[(size_t)peer], 8, 9, true, 0x1);
+            ep.expect_ok(&s->ctx, "warm-up send");
+        }
+    }
+}
+
+// Read exactly n entries of type E straight from the CQ (bounded).
+template <class E>
+std::vector<E> read_raw(fid_cq* cq, int n, const char* what) {
+    std::vector<E> out;
+    E buf[kBatch + 1];
+    double deadline = now_s() + kWait;
+    while ((int)out.size() < n) {
+        std::memset(buf, 0xA5, sizeof buf);  // garbage: unwritten fields show
+        ssize_t got = fi_cq_read(cq, buf, (size_t)(n - (int)out.size()));
+        if (got > 0) {
+            out.insert(out.end(), buf, buf + got);
+            continue;
+        }
+        if (got == -FI_EAVAIL) {
+            fi_cq_err_entry e{};
+            fi_cq_readerr(cq, &e, 0);
+            FT_FAIL("%s: error completion err=%d (%s)", what, e.err, errstr(e.err));
+        }
+        FT_CHECK(got == -FI_EAGAIN, "%s: fi_cq_read returned %zd (%s)", what, got, errstr(got));
+        FT_CHECK(now_s() < deadline, "%s: only %zu of %d completions within %.0fs", what,
+                 out.size(), n, kWait);
+    }
+    return out;
+}
+
+template <class E>
+void run_format(fi_cq_format fmt) {
+    EpConfig cfg;
+    cfg.cq_format = fmt;
+    Endpoint ep(cfg);
+    auto addr = connect_all(ep);
+    warm_up(ep, addr);
+    FT_EQ(ep.stash_size(), 0, "stash after warm-up");
+    const size_t lens[kBatch] = {100, 0, 5000};
+    if (rank() == kServer) {
+        std::vector<std::vector<uint8_t>> bufs;
+        OpCtx ctx[kBatch];
+        for (int i = 0; i < kBatch; ++i) {
+            bufs.push_back(make_buf(8192));
+            ep.post("fi_trecv", [&] {
+                return fi_trecv(ep.ep, bufs.back().data(), 8192, nullptr, FI_ADDR_UNSPEC,
+                                0x700 + (uint64_t)i, 0, &ctx[i].fctx);
+            });
+        }
+        signal_peer(kClient, kReady);
+        auto entries = read_raw<E>(ep.cq, kBatch, "receive completions");
+        for (int i = 0; i < kBatch; ++i) {
+            const E& e = entries[(size_t)i];
+            // completion order is not guaranteed: find the receive by context
+            int k = 0;
+            while (k < kBatch && e.op_context != &ctx[k].fctx) ++k;
+            FT_CHECK(k < kBatch, "entry %d: op_context %p is none of the posted receives", i,
+                     e.op_context);
+            if constexpr (!std::is_same_v<E, fi_cq_entry>) {
+                FT_CHECK((e.flags & (FI_RECV | FI_TAGGED)) == (FI_RECV | FI_TAGGED),
+                         "entry %d flags %s lack FI_RECV|FI_TAGGED", i, flags_str(e.flags).c_str());
+                FT_EQ(e.len, lens[k], "recv entry len");
+            }
+            if constexpr (std::is_same_v<E, fi_cq_data_entry> || std::is_same_v<E, fi_cq_tagged_entry>) {
+                FT_CHECK(e.flags & FI_REMOTE_CQ_DATA, "entry %d lacks FI_REMOTE_CQ_DATA", i);
+                FT_EQ(e.data, 0xDA7A00ull + (uint64_t)k, "recv entry data");
+                FT_CHECK(e.buf == nullptr || e.buf == bufs[(size_t)k].data(),
+                         "entry %d buf %p is neither NULL nor the posted buffer", i, e.buf);
+            }
+            if constexpr (std::is_same_v<E, fi_cq_tagged_entry>)
+                FT_EQ(e.tag, 0x700ull + (uint64_t)k, "recv entry tag");
+            check(bufs[(size_t)k].data(), lens[k], 70u + (uint32_t)k, "payload");
+        }
+    } else {
+        std::vector<std::vector<uint8_t>> bufs;
+        OpCtx ctx[kBatch];
+        wait_signal(kServer, kReady);
+        for (int i = 0; i < kBatch; ++i) {
+            bufs.push_back(make_buf(lens[i]));
+            fill(bufs.back().data(), lens[i], 70u + (uint32_t)i);
+            ep.post("fi_tsenddata", [&] {
+                return fi_tsenddata(ep.ep, bufs.back().data(), lens[i], nullptr, 0xDA7A00ull + (uint64_t)i,
+                                    addr[kServer], 0x700 + (uint64_t)i, &ctx[i].fctx);
+            });
+        }
+        auto entries = read_raw<E>(ep.cq, kBatch, "send completions");
+        bool seen[kBatch] = {};
+        for (const E& e : entries) {
+            int k = 0;
+            while (k < kBatch && e.op_context != &ctx[k].fctx) ++k;
+            FT_CHECK(k < kBatch && !seen[k], "send entry op_context %p unknown or repeated", e.op_context);
+            seen[k] = true;
+            if constexpr (!std::is_same_v<E, fi_cq_entry>)
+                FT_CHECK((e.flags & (FI_SEND | FI_TAGGED)) == (FI_SEND | FI_TAGGED),
+                         "send entry flags %s lack FI_SEND|FI_TAGGED", flags_str(e.flags).c_str());
+        }
+    }
+    ep.expect_quiet(0.1, "CQ after the batch");
+    barrier();
+}
+
+// fi_cq_sread: times out with -FI_EAGAIN when nothing comes, and wakes up
+// when the peer sends 200 ms later.
+void case_sread() {
+    EpConfig cfg;
+    cfg.cq_wait = FI_WAIT_UNSPEC;
+    Endpoint ep(cfg);
+    auto addr = connect_all(ep);
+    warm_up(ep, addr);
+    if (rank() == kServer) {
+        fi_cq_tagged_entry e{};
+        double t0 = now_s();
+        ssize_t rc = fi_cq_sread(ep.cq, &e, 1, nullptr, 300);
+        double dt = now_s() - t0;
+        FT_CHECK(rc == -FI_EAGAIN, "fi_cq_sread(300ms) on an idle CQ: expected -FI_EAGAIN, got %zd (%s)",
+                 rc, errstr(rc));
+        FT_CHECK(dt >= 0.25 && dt < 2.0, "fi_cq_sread(300ms) returned after %.3fs (expected ~0.3s)", dt);
+
+        auto r = post_recv(ep, 4096, true, 0x5EAD);
+        signal_peer(kClient, kGo);
+        t0 = now_s();
+        double deadline = t0 + 5.0;
+        for (;;) {
+            int left_ms = (int)((deadline - now_s()) * 1000);
+            FT_CHECK(left_ms > 0, "fi_cq_sread: no completion within 5s of the peer's send");
+            rc = fi_cq_sread(ep.cq, &e, 1, nullptr, left_ms);
+            if (rc == 1) break;
+            FT_CHECK(rc == -FI_EAGAIN, "fi_cq_sread: expected 1 or -FI_EAGAIN, got %zd (%s)", rc, errstr(rc));
+        }
+        dt = now_s() - t0;
+        FT_CHECK(e.op_context == &r->ctx.fctx, "fi_cq_sread returned context %p, expected %p", e.op_context,
+                 (void*)&r->ctx.fctx);
+        FT_CHECK(dt >= 0.15, "completion arrived after %.3fs, before the peer's 200ms delay", dt);
+        FT_EQ(e.len, 4096, "sread entry len");
+        check(r->buf.data(), 4096, 77, "sread payload");
+        info("sread woke %.1f ms after the go signal (peer sent at ~200 ms)", dt * 1e3);
+    } else {
+        wait_signal(kServer, kGo);
+        sleep_ms(200);
+        auto s = post_send(ep, addr[kServer], 4096, 77, true, 0x5EAD);
+        complete_send(ep, *s);
+    }
+    barrier();
+}
+
+// FI_WAIT_FD: get the fd, fi_trywait, poll() must wake when the peer sends.
+void case_wait_fd() {
+    EpConfig cfg;
+    cfg.cq_wait = FI_WAIT_FD;
+    Endpoint ep(cfg);
+    auto addr = connect_all(ep);
+    warm_up(ep, addr);
+    if (rank() == kServer) {
+        int fd = -1;
+        FT_CALL(fi_control(&ep.cq->fid, FI_GETWAIT, &fd));
+        FT_CHECK(fd >= 0, "FI_GETWAIT returned fd %d", fd);
+        auto r = post_recv(ep, 256, true, 0xFD);
+        signal_peer(kClient, kGo);
+        double t0 = now_s(), deadline = t0 + 5.0;
+        int wakeups = 0;
+        fi_cq_tagged_entry e{};
+        for (;;) {
+            fid* fids[1] = {&ep.cq->fid};
+            int rc = fi_trywait(ep.fabric, fids, 1);
+            if (rc == 0) {
+                int left_ms = (int)((deadline - now_s()) * 1000);
+                FT_CHECK(left_ms > 0, "no completion within 5s");
+                pollfd p{fd, POLLIN, 0};
+                int n = poll(&p, 1, left_ms);
+                FT_CHECK(n == 1, "poll() on the CQ wait fd did not wake within 5s of the peer's send (n=%d)", n);
+                ++wakeups;
+            } else {
+                FT_CHECK(rc == -FI_EAGAIN, "fi_trywait: expected 0 or -FI_EAGAIN, got %d (%s)", rc, errstr(rc));
+            }
+            ssize_t got = fi_cq_read(ep.cq, &e, 1);
+            if (got == 1) break;
+            FT_CHECK(got == -FI_EAGAIN, "fi_cq_read: %zd (%s)", got, errstr(got));
+            FT_CHECK(now_s() < deadline, "no completion within 5s");
+        }
+        FT_CHECK(wakeups >= 1, "completion found without ever blocking in poll(): fd not exercised");
+        FT_CHECK(e.op_context == &r->ctx.fctx, "wrong context %p", e.op_context);
+        check(r->buf.data(), 256, 88, "wait_fd payload");
+        info("poll() woke %d time(s), completion after %.1f ms", wakeups, (now_s() - t0) * 1e3);
+    } else {
+        wait_signal(kServer, kGo);
+        sleep_ms(200);
+        auto s = post_send(ep, addr[kServer], 256, 88, true, 0xFD);
+        complete_send(ep, *s);
+    }
+    barrier();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return run_main(argc, argv,
+                    {
+                        {"format_context", 2, [] { run_format<fi_cq_entry>(FI_CQ_FORMAT_CONTEXT); }},
+                        {"format_msg", 2, [] { run_format<fi_cq_msg_entry>(FI_CQ_FORMAT_MSG); }},
+                        {"format_data", 2, [] { run_format<fi_cq_data_entry>(FI_CQ_FORMAT_DATA); }},
+                        {"format_tagged", 2, [] { run_format<fi_cq_tagged_entry>(FI_CQ_FORMAT_TAGGED); }},
+                        {"sread", 2, case_sread},
+                        {"wait_fd", 2, case_wait_fd},
+                    });
+}

@@ -1,0 +1,306 @@
+#include "shm_device.hpp"
+
+#include <sys/random.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+#include "base/clock.hpp"
+#include "base/iov.hpp"
+#include "base/log.hpp"
+
+namespace pm::shm {
+
+namespace {
+uint64_t random_key() {
+  uint64_t k = 0;
+  while (k == 0)
+    if (getrandom(&k, sizeof k, 0) != sizeof k) k = now_ns() ^ (uint64_t(getpid()) << 32);
+  return k;
+}
+
+// CMA on ourselves: process_vm_readv must be allowed at all (seccomp, caps).
+bool cma_self_probe() {
+  uint64_t src = 0x1234567890abcdefull, dst = 0;
+  iovec l{&dst, sizeof dst}, r{&src, sizeof src};
+  return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == sizeof dst && dst == src;
+}
+}  // namespace
+
+std::unique_ptr<ShmDevice> ShmDevice::open(const DeviceConfig& cfg, uint64_t host, int* err) {
+  std::unique_ptr<ShmDevice> d(new ShmDevice(cfg));
+  uint32_t uid = getuid();
+  cleanup_stale(cfg.region.dir, uid);
+  uint64_t key = random_key();
+  if (int rc = d->own_.create(cfg.region, key, host)) {
+    *err = rc;
+    return nullptr;
+  }
+  d->name_ = ShmName{kNameMagic, kVersion, 0, uid, uint32_t(getpid()), key, host};
+  d->mask_ = cfg.region.cells - 1;
+  d->cma_self_ = cfg.cma && cma_self_probe();
+  if (cfg.cma && !d->cma_self_)
+    PM_WARN(FI_LOG_EP_CTRL,
+            "process_vm_readv (CMA) is not permitted here (seccomp or missing CAP_SYS_PTRACE); "
+            "large messages use the bounce-buffer path");
+  return d;
+}
+
+bool ShmDevice::valid_name(const void* name, size_t len) {
+  if (len != sizeof(ShmName)) return false;
+  ShmName n;
+  memcpy(&n, name, sizeof n);
+  return n.magic == kNameMagic && n.version == kVersion && n.key != 0;
+}
+
+std::string ShmDevice::format_name(const ShmName& n) {
+  char buf[96];
+  snprintf(buf, sizeof buf, "pmshm://%u/%016llx@%016llx", n.uid, (unsigned long long)n.key,
+           (unsigned long long)n.host);
+  return buf;
+}
+
+std::string ShmDevice::name_str(const void* name, size_t len) const {
+  if (!valid_name(name, len)) return "";
+  ShmName n;
+  memcpy(&n, name, sizeof n);
+  return format_name(n);
+}
+
+PeerId ShmDevice::resolve(const void* name, size_t len) noexcept {
+  if (!valid_name(name, len)) return kNoPeer;
+  ShmName n;
+  memcpy(&n, name, sizeof n);
+  auto it = by_key_.find(n.key);
+  if (it != by_key_.end()) return it->second;
+  try {
+    PeerId id = PeerId(peers_.size());
+    peers_.emplace_back();
+    peers_.back().name = n;
+    by_key_.emplace(n.key, id);
+    return id;
+  } catch (...) {
+    return kNoPeer;
+  }
+}
+
+const void* ShmDevice::peer_name(PeerId peer, size_t* len) const noexcept {
+  if (peer >= peers_.size()) return nullptr;
+  *len = sizeof(ShmName);
+  return &peers_[peer].name;
+}
+
+int ShmDevice::map_peer(Peer& p) noexcept {
+  if (p.region.mapped()) return 0;
+  if (p.failed) return -FI_EHOSTUNREACH;
+  int rc = p.region.open(cfg_.region.dir, p.name.uid, p.name.key);
+  if (rc == 0) return 0;
+  uint64_t now = now_ns();
+  if (!p.first_try_ns) p.first_try_ns = now;
+  if (rc == -FI_ENOENT && now - p.first_try_ns < uint64_t(cfg_.connect_timeout_ms) * 1000000ull)
+    return -FI_EAGAIN;
+  p.failed = true;
+  PM_WARN(FI_LOG_EP_DATA, "no endpoint %s: its region %s cannot be opened (%s)",
+          format_name(p.name).c_str(), region_path(cfg_.region.dir, p.name.uid, p.name.key).c_str(),
+          fi_strerror(-rc));
+  return -FI_EHOSTUNREACH;
+}
+
+// A sender seen for the first time: its name is rebuilt from its region so
+// it equals, byte for byte, the name the application inserts in the AV.
+PeerId ShmDevice::peer_for_key(uint64_t key) noexcept {
+  if (key == last_key_) return last_peer_;
+  auto it = by_key_.find(key);
+  PeerId id;
+  if (it != by_key_.end()) {
+    id = it->second;
+  } else {
+    Region r;
+    if (r.open(cfg_.region.dir, name_.uid, key) != 0) return kNoPeer;
+    const RegionHdr* h = r.hdr();
+    ShmName n{kNameMagic, kVersion, 0, h->uid, h->owner_pid, key, h->host};
+    id = resolve(&n, sizeof n);
+    if (id == kNoPeer) return kNoPeer;
+    peers_[id].region = std::move(r);
+  }
+  last_key_ = key;
+  last_peer_ = id;
+  return id;
+}
+
+int ShmDevice::alloc_chunk() noexcept {
+  ChunkState* s = own_.states();
+  uint32_t n = cfg_.region.chunks;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t c = (chunk_cursor_ + i) % n;
+    if (s[c].busy.load(std::memory_order_acquire) == 0) {
+      s[c].busy.store(1, std::memory_order_relaxed);
+      chunk_cursor_ = (c + 1) % n;
+      return int(c);
+    }
+  }
+  return -1;
+}
+
+int ShmDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt,
+                    size_t offset, size_t len) noexcept {
+  Peer& p = peers_[peer];
+  if (!p.region.mapped()) {
+    if (int rc = map_peer(p)) return rc;
+  }
+  int chunk = -1;
+  if (len > kCellInline) {
+    if (len > cfg_.region.chunk_size) return -FI_EINVAL;
+    chunk = alloc_chunk();
+    if (chunk < 0) {
+      st_.no_chunk++;
+      return -FI_EAGAIN;
+    }
+  }
+  RegionHdr* rh = p.region.hdr();
+  Cell* cells = p.region.cells();
+  uint64_t mask = rh->cells - 1;
+  uint64_t pos = rh->tail.load(std::memory_order_relaxed);
+  Cell* c;
+  for (;;) {
+    c = &cells[pos & mask];
+    uint64_t seq = c->seq.load(std::memory_order_acquire);
+    int64_t diff = int64_t(seq) - int64_t(pos);
+    if (diff == 0) {
+      if (rh->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) break;
+    } else if (diff < 0) {
+      if (chunk >= 0) own_.states()[chunk].busy.store(0, std::memory_order_release);
+      st_.full_queue++;
+      return -FI_EAGAIN;
+    } else {
+      pos = rh->tail.load(std::memory_order_relaxed);
+    }
+  }
+  c->src_key = name_.key;
+  c->len = uint32_t(len);
+  c->hdr = hdr;
+  if (chunk < 0) {
+    c->chunk = kInline;
+    iov_copy_from(iov, iovcnt, offset, c->data, len);
+    st_.tx_inline++;
+  } else {
+    c->chunk = uint32_t(chunk);
+    iov_copy_from(iov, iovcnt, offset, own_.chunk(uint32_t(chunk)), len);
+    st_.tx_chunk++;
+  }
+  c->seq.store(pos + 1, std::memory_order_release);
+  st_.tx_pkts++;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (rh->sleeping.load(std::memory_order_relaxed)) {
+    p.region.wake();
+    st_.wakes++;
+  }
+  return 0;
+}
+
+int ShmDevice::poll(PacketSink& sink, int budget) noexcept {
+  Cell* cells = own_.cells();
+  int n = 0;
+  while (n < budget) {
+    Cell* c = &cells[head_ & mask_];
+    if (c->seq.load(std::memory_order_acquire) != head_ + 1) break;
+    PeerId peer = peer_for_key(c->src_key);
+    const void* payload = c->data;
+    // Taken before the callback, which may grow peers_: mappings stay put.
+    std::atomic<uint32_t>* release = nullptr;
+    bool ok = peer != kNoPeer;
+    if (ok && c->chunk != kInline) {
+      Peer& p = peers_[peer];
+      ok = map_peer(p) == 0 && c->chunk < p.region.hdr()->chunks &&
+           c->len <= p.region.hdr()->chunk_size;
+      if (ok) {
+        payload = p.region.chunk(c->chunk);
+        release = &p.region.states()[c->chunk].busy;
+      }
+    } else if (ok && c->len > kCellInline) {
+      ok = false;
+    }
+    if (ok) {
+      RxPacket pkt{peer, &c->hdr, payload, c->len};
+      sink.on_packet(pkt);
+      st_.rx_pkts++;
+    } else {
+      st_.dropped++;
+      PM_WARN(FI_LOG_EP_DATA, "dropping a malformed packet or one from an unknown sender");
+    }
+    if (release) release->store(0, std::memory_order_release);
+    c->seq.store(head_ + mask_ + 1, std::memory_order_release);
+    head_++;
+    n++;
+  }
+  return n;
+}
+
+bool ShmDevice::can_read_remote(PeerId peer) noexcept {
+  if (!cma_self_ || peer >= peers_.size()) return false;
+  Peer& p = peers_[peer];
+  if (p.cma != Peer::kUnknown) return p.cma == Peer::kYes;
+  if (map_peer(p) != 0) return false;
+  // Read the peer's probe word through CMA: right pid namespace, permitted.
+  const RegionHdr* h = p.region.hdr();
+  uint64_t v = 0;
+  iovec l{&v, sizeof v};
+  iovec r{reinterpret_cast<void*>(h->self_va + offsetof(RegionHdr, probe)), sizeof v};
+  bool ok = process_vm_readv(pid_t(h->owner_pid), &l, 1, &r, 1, 0) == sizeof v && v == h->probe;
+  p.cma = ok ? Peer::kYes : Peer::kNo;
+  if (!ok)
+    PM_INFO(FI_LOG_EP_DATA, "single copy (CMA) to %s not possible; using bounce buffers",
+            format_name(p.name).c_str());
+  return ok;
+}
+
+ssize_t ShmDevice::read_remote(PeerId peer, const struct iovec* local, size_t lcnt,
+                               const struct iovec* remote, size_t rcnt) noexcept {
+  Peer& p = peers_[peer];
+  ssize_t n = process_vm_readv(pid_t(p.region.hdr()->owner_pid), local, lcnt, remote, rcnt, 0);
+  if (n < 0) return -errno;
+  st_.cma_reads++;
+  st_.cma_bytes += uint64_t(n);
+  return n;
+}
+
+bool ShmDevice::peer_alive(PeerId peer) noexcept {
+  if (peer >= peers_.size()) return false;
+  Peer& p = peers_[peer];
+  if (!p.region.mapped()) {
+    int rc = map_peer(p);
+    if (rc == -FI_EAGAIN) return true;  // still within the connect timeout
+    if (rc) return false;
+  }
+  return p.region.owner_alive();
+}
+
+void ShmDevice::arm_wait(bool armed) noexcept {
+  own_.hdr()->sleeping.store(armed ? 1 : 0, std::memory_order_seq_cst);
+}
+
+void ShmDevice::drain_wait() noexcept {
+  char buf[256];
+  while (::read(own_.wake_fd(), buf, sizeof buf) > 0) {
+  }
+}
+
+std::string ShmDevice::stats() const {
+  char buf[512];
+  snprintf(buf, sizeof buf,
+           "%s tx_pkts=%llu inline=%llu chunk=%llu rx_pkts=%llu cma_reads=%llu cma_bytes=%llu "
+           "queue_full=%llu no_chunk=%llu wakes=%llu dropped=%llu region_bytes=%zu",
+           format_name(name_).c_str(), (unsigned long long)st_.tx_pkts,
+           (unsigned long long)st_.tx_inline, (unsigned long long)st_.tx_chunk,
+           (unsigned long long)st_.rx_pkts, (unsigned long long)st_.cma_reads,
+           (unsigned long long)st_.cma_bytes, (unsigned long long)st_.full_queue,
+           (unsigned long long)st_.no_chunk, (unsigned long long)st_.wakes,
+           (unsigned long long)st_.dropped, own_.size());
+  return buf;
+}
+
+}  // namespace pm::shm

@@ -1,0 +1,80 @@
+// The pmshm device: packets through the receiver's queue, payloads inline in
+// the queue cell or in a bounce chunk of the sender's region, and single copy
+// with process_vm_readv (CMA) where the kernel allows it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "device.hpp"
+#include "shm_region.hpp"
+
+namespace pm::shm {
+
+struct DeviceConfig {
+  RegionConfig region;
+  bool cma;               // false: never use CMA (FI_PMSHM_DISABLE_CMA)
+  int connect_timeout_ms; // how long a peer's region may be missing
+};
+
+class ShmDevice final : public Device {
+ public:
+  static std::unique_ptr<ShmDevice> open(const DeviceConfig& cfg, uint64_t host, int* err);
+
+  const void* name() const noexcept override { return &name_; }
+  size_t name_len() const noexcept override { return sizeof(ShmName); }
+  std::string name_str(const void* name, size_t len) const override;
+  PeerId resolve(const void* name, size_t len) noexcept override;
+  const void* peer_name(PeerId peer, size_t* len) const noexcept override;
+  size_t max_payload() const noexcept override { return cfg_.region.chunk_size; }
+  size_t inline_payload() const noexcept override { return kCellInline; }
+  int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
+           size_t len) noexcept override;
+  int poll(PacketSink& sink, int budget) noexcept override;
+  bool can_read_remote(PeerId peer) noexcept override;
+  ssize_t read_remote(PeerId peer, const struct iovec* local, size_t lcnt, const struct iovec* remote,
+                      size_t rcnt) noexcept override;
+  bool peer_alive(PeerId peer) noexcept override;
+  int wait_fd() const noexcept override { return own_.wake_fd(); }
+  void arm_wait(bool armed) noexcept override;
+  void drain_wait() noexcept override;
+  std::string stats() const override;
+
+  static bool valid_name(const void* name, size_t len);
+  static std::string format_name(const ShmName& n);
+
+ private:
+  struct Peer {
+    ShmName name{};
+    Region region;
+    uint64_t first_try_ns = 0;
+    enum { kUnknown, kYes, kNo } cma = kUnknown;
+    bool failed = false;
+  };
+  explicit ShmDevice(const DeviceConfig& cfg) : cfg_(cfg) {}
+  int map_peer(Peer& p) noexcept;
+  PeerId peer_for_key(uint64_t key) noexcept;
+  int alloc_chunk() noexcept;
+
+  DeviceConfig cfg_;
+  ShmName name_{};
+  Region own_;
+  uint64_t head_ = 0;
+  uint32_t mask_ = 0;
+  uint32_t chunk_cursor_ = 0;
+  std::vector<Peer> peers_;
+  std::unordered_map<uint64_t, PeerId> by_key_;
+  uint64_t last_key_ = 0;
+  PeerId last_peer_ = kNoPeer;
+  bool cma_self_ = false;
+
+  struct Stats {
+    uint64_t tx_pkts = 0, tx_inline = 0, tx_chunk = 0, rx_pkts = 0, cma_reads = 0, cma_bytes = 0;
+    uint64_t full_queue = 0, no_chunk = 0, wakes = 0, dropped = 0;
+  } st_;
+};
+
+} // namespace pm::shm

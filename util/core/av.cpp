@@ -1,0 +1,152 @@
+#include "core/av.hpp"
+
+#include <cstring>
+#include <mutex>
+
+#include <rdma/fi_errno.h>
+
+#include "base/log.hpp"
+#include "core/domain.hpp"
+#include "core/provider.hpp"
+
+namespace pm {
+
+extern const fi_ops kAvFiOps;
+extern const fi_ops_av kAvOps;
+
+Av::Av(Domain& dom, const fi_av_attr& attr, void* context)
+    : dom_(dom), type_(attr.type == FI_AV_UNSPEC ? FI_AV_TABLE : attr.type) {
+  box_.self = this;
+  box_.fid.fid.fclass = FI_CLASS_AV;
+  box_.fid.fid.context = context;
+  box_.fid.fid.ops = const_cast<fi_ops*>(&kAvFiOps);
+  box_.fid.ops = const_cast<fi_ops_av*>(&kAvOps);
+  addrlen_ = g_provdef->name_len();
+  names_.reserve(attr.count);
+}
+
+int Av::insert(const void* addr, size_t count, fi_addr_t* fi_addr, uint64_t flags, void* context) {
+  if (flags) return -FI_EBADFLAGS;
+  const char* a = static_cast<const char*>(addr);
+  int ok = 0;
+  for (size_t i = 0; i < count; i++) {
+    std::string name(a + i * addrlen_, addrlen_);
+    if (!g_provdef->name_valid(name.data(), name.size())) {
+      PM_WARN(FI_LOG_AV, "address %zu of the insert is not a %s address", i, g_provdef->name());
+      if (fi_addr) fi_addr[i] = FI_ADDR_NOTAVAIL;
+      continue;
+    }
+    fi_addr_t slot;
+    auto it = index_.find(name);
+    if (it != index_.end()) {
+      slot = it->second;
+    } else {
+      slot = names_.size();
+      names_.push_back(name);
+      valid_.push_back(true);
+      index_.emplace(std::move(name), slot);
+    }
+    if (fi_addr) fi_addr[i] = slot;
+    ok++;
+  }
+  gen_++;
+  return ok;
+}
+
+int Av::remove(fi_addr_t* fi_addr, size_t count, uint64_t flags) {
+  if (flags) return -FI_EBADFLAGS;
+  for (size_t i = 0; i < count; i++) {
+    fi_addr_t a = fi_addr[i];
+    if (a >= names_.size() || !valid_[a]) return -FI_EINVAL;
+    index_.erase(names_[a]);
+    valid_[a] = false;
+  }
+  gen_++;
+  return 0;
+}
+
+int Av::lookup(fi_addr_t a, void* out, size_t* addrlen) {
+  if (a >= names_.size() || !valid_[a]) return -FI_EINVAL;
+  size_t n = names_[a].size();
+  memcpy(out, names_[a].data(), std::min(n, *addrlen));
+  *addrlen = n;
+  return 0;
+}
+
+fi_addr_t Av::addr_of(const void* name, size_t len) const {
+  auto it = index_.find(std::string(static_cast<const char*>(name), len));
+  return it == index_.end() ? FI_ADDR_NOTAVAIL : it->second;
+}
+
+const char* Av::straddr(const void* addr, char* buf, size_t* len) {
+  std::string s = g_provdef->name_str(addr, addrlen_);
+  if (*len) snprintf(buf, *len, "%s", s.c_str());
+  *len = s.size() + 1;
+  return buf;
+}
+
+namespace {
+Av* av_of(fid_av* f) { return Av::from(f); }
+template <class F>
+int locked(Av* av, F&& f) noexcept {
+  return guard([&] {
+    std::lock_guard<std::mutex> g(av->domain().lock());
+    return f();
+  });
+}
+int pm_av_insert(fid_av* f, const void* addr, size_t count, fi_addr_t* out, uint64_t flags,
+                 void* ctx) noexcept {
+  Av* av = av_of(f);
+  return locked(av, [&] { return av->insert(addr, count, out, flags, ctx); });
+}
+int pm_av_remove(fid_av* f, fi_addr_t* a, size_t count, uint64_t flags) noexcept {
+  Av* av = av_of(f);
+  return locked(av, [&] { return av->remove(a, count, flags); });
+}
+int pm_av_lookup(fid_av* f, fi_addr_t a, void* out, size_t* len) noexcept {
+  Av* av = av_of(f);
+  return locked(av, [&] { return av->lookup(a, out, len); });
+}
+const char* pm_av_straddr(fid_av* f, const void* addr, char* buf, size_t* len) noexcept {
+  try {
+    return av_of(f)->straddr(addr, buf, len);
+  } catch (...) {
+    return nullptr;
+  }
+}
+int pm_av_close(fid_t f) noexcept {
+  Av* av = self_of_fid<Av, fid_av>(f);
+  return guard([&] {
+    {
+      std::lock_guard<std::mutex> g(av->domain().lock());
+      if (av->refs) return -FI_EBUSY;
+      av->domain().refs--;
+    }
+    delete av;
+    return 0;
+  });
+}
+}  // namespace
+
+const fi_ops kAvFiOps = {
+    .size = ops_size<fi_ops>(),
+    .close = pm_av_close,
+    .bind = PM_ENOSYS(fi_ops, bind),
+    .control = PM_ENOSYS(fi_ops, control),
+    .ops_open = PM_ENOSYS(fi_ops, ops_open),
+    .tostr = PM_ENOSYS(fi_ops, tostr),
+    .ops_set = PM_ENOSYS(fi_ops, ops_set),
+};
+
+const fi_ops_av kAvOps = {
+    .size = ops_size<fi_ops_av>(),
+    .insert = pm_av_insert,
+    .insertsvc = PM_ENOSYS(fi_ops_av, insertsvc),
+    .insertsym = PM_ENOSYS(fi_ops_av, insertsym),
+    .remove = pm_av_remove,
+    .lookup = pm_av_lookup,
+    .straddr = pm_av_straddr,
+    .av_set = PM_ENOSYS(fi_ops_av, av_set),
+};
+
+}  // namespace pm

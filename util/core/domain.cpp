@@ -1,0 +1,211 @@
+#include "core/domain.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+#include "base/log.hpp"
+#include "core/av.hpp"
+#include "core/cq.hpp"
+#include "core/endpoint.hpp"
+#include "core/fabric.hpp"
+#include "core/provider.hpp"
+
+namespace pm {
+
+extern const fi_ops kDomainFiOps;
+extern const fi_ops_domain kDomainOps;
+extern const fi_ops_mr kDomainMrOps;
+extern const fi_ops kMrFiOps;
+
+Domain::Domain(Fabric& fab, const fi_info& in, void* context) : fabric(fab), info(fi_dupinfo(&in)) {
+  box_.self = this;
+  box_.fid.fid.fclass = FI_CLASS_DOMAIN;
+  box_.fid.fid.context = context;
+  box_.fid.fid.ops = const_cast<fi_ops*>(&kDomainFiOps);
+  box_.fid.ops = const_cast<fi_ops_domain*>(&kDomainOps);
+  box_.fid.mr = const_cast<fi_ops_mr*>(&kDomainMrOps);
+}
+
+Domain::~Domain() { fi_freeinfo(info); }
+
+void Domain::remove_ep(Endpoint* ep) {
+  eps_.erase(std::remove(eps_.begin(), eps_.end(), ep), eps_.end());
+}
+
+void Domain::progress_locked() {
+  for (Endpoint* ep : eps_) ep->progress();
+}
+
+Mr::Mr(Domain& d, const fi_mr_attr& attr, uint64_t key, uint64_t flags)
+    : dom(d), iov(attr.mr_iov, attr.mr_iov + attr.iov_count), access(attr.access) {
+  box_.self = this;
+  box_.fid.fid.fclass = FI_CLASS_MR;
+  box_.fid.fid.context = attr.context;
+  box_.fid.fid.ops = const_cast<fi_ops*>(&kMrFiOps);
+  box_.fid.mem_desc = this;
+  box_.fid.key = key;
+}
+
+int Domain::mr_reg(const fi_mr_attr& attr, uint64_t flags, fid_mr** out) {
+  if (attr.iov_count > 0 && !attr.mr_iov) return -FI_EINVAL;
+  bool prov_key = info->domain_attr->mr_mode & FI_MR_PROV_KEY;
+  uint64_t key = prov_key ? next_key_++ : attr.requested_key;
+  if (mrs_.count(key)) return -FI_ENOKEY;
+  auto* mr = new Mr(*this, attr, key, flags);
+  mrs_[key] = mr;
+  refs++;
+  *out = mr->fid();
+  return 0;
+}
+
+int Domain::mr_close(Mr* mr) {
+  mrs_.erase(mr->fid()->key);
+  refs--;
+  delete mr;
+  return 0;
+}
+
+namespace {
+Domain* dom_of(fid_domain* f) { return Domain::from(f); }
+
+int pm_domain_close(fid_t f) noexcept {
+  Domain* d = self_of_fid<Domain, fid_domain>(f);
+  if (d->refs) return -FI_EBUSY;
+  d->fabric.refs--;
+  delete d;
+  return 0;
+}
+
+int pm_av_open(fid_domain* f, fi_av_attr* attr, fid_av** out, void* ctx) noexcept {
+  Domain* d = dom_of(f);
+  return guard([&] {
+    if (!attr) return -FI_EINVAL;
+    if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_MAP && attr->type != FI_AV_TABLE)
+      return -FI_EINVAL;
+    if (attr->rx_ctx_bits || (attr->flags & (FI_EVENT | FI_SYMMETRIC)) || attr->name)
+      return -FI_ENOSYS;
+    std::lock_guard<std::mutex> g(d->lock());
+    auto* av = new Av(*d, *attr, ctx);
+    d->refs++;
+    *out = av->fid();
+    return 0;
+  });
+}
+
+int pm_cq_open(fid_domain* f, fi_cq_attr* attr, fid_cq** out, void* ctx) noexcept {
+  Domain* d = dom_of(f);
+  return guard([&] {
+    if (!attr) return -FI_EINVAL;
+    switch (attr->format) {
+    case FI_CQ_FORMAT_UNSPEC: case FI_CQ_FORMAT_CONTEXT: case FI_CQ_FORMAT_MSG:
+    case FI_CQ_FORMAT_DATA: case FI_CQ_FORMAT_TAGGED: break;
+    default: return -FI_ENOSYS;
+    }
+    switch (attr->wait_obj) {
+    case FI_WAIT_NONE: case FI_WAIT_UNSPEC: case FI_WAIT_FD: break;
+    default: return -FI_ENOSYS;
+    }
+    if (attr->wait_cond != FI_CQ_COND_NONE) return -FI_ENOSYS;
+    std::lock_guard<std::mutex> g(d->lock());
+    auto* cq = new Cq(*d, *attr, ctx);
+    d->refs++;
+    *out = cq->fid();
+    return 0;
+  });
+}
+
+int pm_endpoint(fid_domain* f, fi_info* info, fid_ep** out, void* ctx) noexcept {
+  Domain* d = dom_of(f);
+  return guard([&] {
+    if (!info || !info->ep_attr || (info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC))
+      return -FI_EINVAL;
+    int err = 0;
+    std::unique_ptr<Device> dev = g_provdef->open_device(*d, *info, &err);
+    if (!dev) return err ? err : -FI_EOTHER;
+    std::lock_guard<std::mutex> g(d->lock());
+    auto* ep = new Endpoint(*d, *info, std::move(dev), ctx);
+    d->refs++;
+    *out = ep->fid();
+    return 0;
+  });
+}
+
+int pm_mr_regattr(fid* f, const fi_mr_attr* attr, uint64_t flags, fid_mr** out) noexcept {
+  Domain* d = self_of_fid<Domain, fid_domain>(f);
+  return guard([&] {
+    if (!attr || !out) return -FI_EINVAL;
+    std::lock_guard<std::mutex> g(d->lock());
+    return d->mr_reg(*attr, flags, out);
+  });
+}
+int pm_mr_regv(fid* f, const iovec* iov, size_t count, uint64_t access, uint64_t offset,
+               uint64_t key, uint64_t flags, fid_mr** out, void* ctx) noexcept {
+  fi_mr_attr attr{};
+  attr.mr_iov = iov;
+  attr.iov_count = count;
+  attr.access = access;
+  attr.offset = offset;
+  attr.requested_key = key;
+  attr.context = ctx;
+  return pm_mr_regattr(f, &attr, flags, out);
+}
+int pm_mr_reg(fid* f, const void* buf, size_t len, uint64_t access, uint64_t offset, uint64_t key,
+              uint64_t flags, fid_mr** out, void* ctx) noexcept {
+  iovec v{const_cast<void*>(buf), len};
+  return pm_mr_regv(f, &v, 1, access, offset, key, flags, out, ctx);
+}
+int pm_mr_close(fid_t f) noexcept {
+  Mr* mr = self_of_fid<Mr, fid_mr>(f);
+  return guard([&] {
+    Domain& d = mr->dom;
+    std::lock_guard<std::mutex> g(d.lock());
+    return d.mr_close(mr);
+  });
+}
+}  // namespace
+
+const fi_ops kDomainFiOps = {
+    .size = ops_size<fi_ops>(),
+    .close = pm_domain_close,
+    .bind = PM_ENOSYS(fi_ops, bind),
+    .control = PM_ENOSYS(fi_ops, control),
+    .ops_open = PM_ENOSYS(fi_ops, ops_open),
+    .tostr = PM_ENOSYS(fi_ops, tostr),
+    .ops_set = PM_ENOSYS(fi_ops, ops_set),
+};
+
+const fi_ops_domain kDomainOps = {
+    .size = ops_size<fi_ops_domain>(),
+    .av_open = pm_av_open,
+    .cq_open = pm_cq_open,
+    .endpoint = pm_endpoint,
+    .scalable_ep = PM_ENOSYS(fi_ops_domain, scalable_ep),
+    .cntr_open = PM_ENOSYS(fi_ops_domain, cntr_open),
+    .poll_open = PM_ENOSYS(fi_ops_domain, poll_open),
+    .stx_ctx = PM_ENOSYS(fi_ops_domain, stx_ctx),
+    .srx_ctx = PM_ENOSYS(fi_ops_domain, srx_ctx),
+    .query_atomic = PM_ENOSYS(fi_ops_domain, query_atomic),
+    .query_collective = PM_ENOSYS(fi_ops_domain, query_collective),
+    .endpoint2 = PM_ENOSYS(fi_ops_domain, endpoint2),
+};
+
+const fi_ops_mr kDomainMrOps = {
+    .size = ops_size<fi_ops_mr>(),
+    .reg = pm_mr_reg,
+    .regv = pm_mr_regv,
+    .regattr = pm_mr_regattr,
+};
+
+const fi_ops kMrFiOps = {
+    .size = ops_size<fi_ops>(),
+    .close = pm_mr_close,
+    .bind = PM_ENOSYS(fi_ops, bind),
+    .control = PM_ENOSYS(fi_ops, control),
+    .ops_open = PM_ENOSYS(fi_ops, ops_open),
+    .tostr = PM_ENOSYS(fi_ops, tostr),
+    .ops_set = PM_ENOSYS(fi_ops, ops_set),
+};
+
+}  // namespace pm

@@ -1,0 +1,233 @@
+#include "core/endpoint.hpp"
+
+#include <cstring>
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+
+#include "base/clock.hpp"
+#include "base/log.hpp"
+#include "core/av.hpp"
+#include "core/domain.hpp"
+#include "core/fabric.hpp"
+#include "core/provider.hpp"
+
+namespace pm {
+
+extern const fi_ops_ep kEpOps;
+extern const fi_ops kEpFiOps;
+extern const fi_ops_cm kEpCmOps;
+extern const fi_ops_msg kEpMsgOps;
+extern const fi_ops_tagged kEpTaggedOps;
+extern fi_ops_rma kEpRmaOps;
+extern fi_ops_atomic kEpAtomicOps;
+extern fi_ops_collective kEpCollOps;
+
+Endpoint::Endpoint(Domain& dom, const fi_info& info, std::unique_ptr<Device> dev, void* context)
+    : dom_(dom), info_(fi_dupinfo(&info)), dev_(std::move(dev)) {
+  box_.self = this;
+  box_.fid.fid.fclass = FI_CLASS_EP;
+  box_.fid.fid.context = context;
+  box_.fid.fid.ops = const_cast<fi_ops*>(&kEpFiOps);
+  box_.fid.ops = const_cast<fi_ops_ep*>(&kEpOps);
+  box_.fid.cm = const_cast<fi_ops_cm*>(&kEpCmOps);
+  box_.fid.msg = const_cast<fi_ops_msg*>(&kEpMsgOps);
+  box_.fid.tagged = const_cast<fi_ops_tagged*>(&kEpTaggedOps);
+  box_.fid.rma = &kEpRmaOps;
+  box_.fid.atomic = &kEpAtomicOps;
+  box_.fid.collective = &kEpCollOps;
+
+  const ProviderDef& def = *g_provdef;
+  tx_op_flags_ = info.tx_attr ? info.tx_attr->op_flags : 0;
+  rx_op_flags_ = info.rx_attr ? info.rx_attr->op_flags : 0;
+  inject_size_ = info.tx_attr ? info.tx_attr->inject_size : 0;
+  rndv_threshold_ = def.rndv_threshold();
+  peer_timeout_ns_ = uint64_t(def.peer_timeout_ms()) * 1000000ull;
+  source_ = (info.caps & FI_SOURCE) != 0;
+
+  size_t ntx = info.tx_attr && info.tx_attr->size ? info.tx_attr->size : def.tx_size();
+  tx_ops_ = std::vector<TxOp>(ntx);
+  for (size_t i = ntx; i-- > 0;) {
+    tx_ops_[i].index = uint32_t(i);
+    tx_free_.push_back(&tx_ops_[i]);
+  }
+  rx_size_ = info.rx_attr && info.rx_attr->size ? info.rx_attr->size : def.rx_size();
+  dom_.add_ep(this);
+}
+
+Endpoint::~Endpoint() {
+  fi_freeinfo(info_);
+}
+
+int Endpoint::bind(struct fid* bfid, uint64_t flags) {
+  switch (bfid->fclass) {
+  case FI_CLASS_AV: {
+    Av* av = self_of_fid<Av, fid_av>(bfid);
+    if (av_) return -FI_EINVAL;
+    if (&av->domain() != &dom_) return -FI_EINVAL;
+    av_ = av;
+    av->refs++;
+    return 0;
+  }
+  case FI_CLASS_CQ: {
+    Cq* cq = self_of_fid<Cq, fid_cq>(bfid);
+    if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) return -FI_EBADFLAGS;
+    if (flags & FI_TRANSMIT) {
+      if (tx_cq_) return -FI_EINVAL;
+      tx_cq_ = cq;
+      selective_tx_ = flags & FI_SELECTIVE_COMPLETION;
+      cq->bind_ep(this);
+    }
+    if (flags & FI_RECV) {
+      if (rx_cq_) return -FI_EINVAL;
+      rx_cq_ = cq;
+      selective_rx_ = flags & FI_SELECTIVE_COMPLETION;
+      cq->bind_ep(this);
+    }
+    return 0;
+  }
+  case FI_CLASS_EQ:
+    return 0;  // RDM endpoints generate no connection events
+  default:
+    return -FI_ENOSYS;
+  }
+}
+
+int Endpoint::enable() {
+  if (!av_) {
+    PM_WARN(FI_LOG_EP_CTRL, "fi_enable: no address vector bound");
+    return -FI_ENOAV;
+  }
+  if (!tx_cq_ && !rx_cq_) {
+    PM_WARN(FI_LOG_EP_CTRL, "fi_enable: no completion queue bound");
+    return -FI_ENOCQ;
+  }
+  enabled_ = true;
+  return 0;
+}
+
+int Endpoint::close() {
+  // Give queued packets a bounded chance to leave before the device goes.
+  uint64_t deadline = now_ns() + 200000000ull;
+  while ((!active_peers_.empty() || !ctrl_.empty()) && now_ns() < deadline) progress();
+  if (g_provdef->print_stats()) {
+    std::string s = dev_->stats();
+    if (!s.empty()) PM_WARN(FI_LOG_EP_CTRL, "statistics: %s", s.c_str());
+  }
+  if (tx_cq_) tx_cq_->unbind_ep(this);
+  if (rx_cq_ && rx_cq_ != tx_cq_) rx_cq_->unbind_ep(this);
+  if (av_) av_->refs--;
+  dom_.remove_ep(this);
+  for (bool t : {true, false})
+    while (Unexp* u = matcher_.unexpected(t).pop_front()) delete u;
+  return 0;
+}
+
+int Endpoint::getname(void* addr, size_t* len) {
+  size_t need = dev_->name_len();
+  if (!len) return -FI_EINVAL;
+  if (*len < need) {
+    *len = need;
+    return -FI_ETOOSMALL;
+  }
+  memcpy(addr, dev_->name(), need);
+  *len = need;
+  return 0;
+}
+
+int Endpoint::getopt(int level, int optname, void* optval, size_t* optlen) {
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  if (optname == FI_OPT_MIN_MULTI_RECV) {
+    if (!optval || !optlen || *optlen < sizeof(size_t)) return -FI_EINVAL;
+    *static_cast<size_t*>(optval) = min_multi_recv_;
+    *optlen = sizeof(size_t);
+    return 0;
+  }
+  return -FI_ENOPROTOOPT;
+}
+
+int Endpoint::setopt(int level, int optname, const void* optval, size_t optlen) {
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  if (optname == FI_OPT_MIN_MULTI_RECV) {
+    if (!optval || optlen < sizeof(size_t)) return -FI_EINVAL;
+    min_multi_recv_ = *static_cast<const size_t*>(optval);
+    return 0;
+  }
+  return -FI_ENOPROTOOPT;
+}
+
+PeerState& Endpoint::peer_state(PeerId peer) {
+  while (peer >= peers_.size()) peers_.push_back(std::make_unique<PeerState>());
+  return *peers_[peer];
+}
+
+PeerId Endpoint::peer_of(fi_addr_t addr) {
+  if (!av_) return kNoPeer;
+  if (addr_cache_gen_ != av_->generation()) {
+    addr_peer_cache_.clear();
+    addr_cache_gen_ = av_->generation();
+  }
+  if (addr < addr_peer_cache_.size() && addr_peer_cache_[addr]) return PeerId(addr_peer_cache_[addr] - 1);
+  const std::string* name = av_->name_of(addr);
+  if (!name) return kNoPeer;
+  PeerId p = dev_->resolve(name->data(), name->size());
+  if (p == kNoPeer) return kNoPeer;
+  if (addr < (1u << 20)) {
+    if (addr >= addr_peer_cache_.size()) addr_peer_cache_.resize(size_t(addr) + 64, 0);
+    addr_peer_cache_[addr] = fi_addr_t(p) + 1;
+  }
+  return p;
+}
+
+fi_addr_t Endpoint::addr_of(PeerId peer) {
+  if (!av_) return FI_ADDR_NOTAVAIL;
+  PeerState& ps = peer_state(peer);
+  if (ps.addr_gen == av_->generation()) return ps.addr;
+  size_t len = 0;
+  const void* name = dev_->peer_name(peer, &len);
+  ps.addr = name ? av_->addr_of(name, len) : FI_ADDR_NOTAVAIL;
+  ps.addr_gen = av_->generation();
+  return ps.addr;
+}
+
+std::string Endpoint::peer_str(PeerId peer) const {
+  size_t l = 0;
+  const void* n = dev_->peer_name(peer, &l);
+  return n ? dev_->name_str(n, l) : "unknown peer";
+}
+
+void Endpoint::write_cq(Cq* cq, const Completion& c) {
+  if (cq) cq->push(c);
+}
+
+void Endpoint::progress() {
+  dev_->poll(*this, 64);
+  if (!ctrl_.empty()) flush_ctrl();
+  if (!active_peers_.empty()) progress_tx();
+  if (!streams_.empty()) progress_streams();
+  if (source_ && av_ && av_gen_seen_ != av_->generation()) {
+    av_gen_seen_ = av_->generation();
+    rematch_held();
+  }
+  if ((++poll_count_ & 63) == 0) check_timers();
+}
+
+void Endpoint::on_packet(const RxPacket& pkt) noexcept {
+  const PktHdr& h = *pkt.hdr;
+  try {
+    switch (h.op) {
+    case kPktEager: on_eager(pkt.peer, h, pkt.payload, pkt.payload_len); break;
+    case kPktData: on_data(pkt.peer, h, pkt.payload, pkt.payload_len); break;
+    case kPktRts: on_rts(pkt.peer, h, pkt.payload, pkt.payload_len); break;
+    case kPktCts: on_cts(pkt.peer, h); break;
+    case kPktFin: on_fin(pkt.peer, h); break;
+    default:
+      PM_WARN(FI_LOG_EP_DATA, "dropping packet with unknown op %u", h.op);
+    }
+  } catch (const std::bad_alloc&) {
+    PM_WARN(FI_LOG_EP_DATA, "out of memory handling a packet of %zu bytes; message dropped",
+            size_t(h.msg_len));
+  }
+}
+
+} // namespace pm

@@ -1,0 +1,192 @@
+// The RDM endpoint: two-sided messaging semantics over one device. The send
+// side (ep_tx.cpp) picks eager / segmented / rendezvous per message and keeps
+// per-peer FIFO order; the receive side (ep_rx.cpp) matches, reassembles,
+// single-copies and completes. Everything runs under the domain lock.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <rdma/fi_endpoint.h>
+
+#include "abi/fid_box.hpp"
+#include "base/list.hpp"
+#include "core/cq.hpp"
+#include "core/tag_matcher.hpp"
+#include "device.hpp"
+
+namespace pm {
+
+class Av;
+class Domain;
+
+struct TxOp {
+  ListHook hook;
+  enum State : uint8_t { kFree, kQueued, kWaitCts, kStreaming, kWaitFin };
+  State state = kFree;
+  uint32_t index = 0;
+  uint32_t gen = 0;
+  void* context = nullptr;
+  uint64_t cq_flags = 0;     // FI_SEND | FI_MSG / FI_TAGGED ...
+  bool completion = true;
+  PeerId peer = kNoPeer;
+  PktHdr hdr{};              // op, flags, tag, cq_data, msg_len, msg_id
+  struct iovec iov[kMaxIov];
+  size_t iovcnt = 0;
+  size_t sent = 0;           // payload bytes handed to the device
+  size_t limit = 0;          // bytes to stream (CTS-accepted length)
+  uint64_t start_ns = 0;
+  std::unique_ptr<uint8_t[]> inject;  // copy of an injected payload
+};
+
+// A message being reassembled from DATA packets, keyed by (peer, msg_id).
+struct Assembly {
+  PeerId peer = kNoPeer;
+  RecvOp* recv = nullptr;    // destination receive (nullptr: unexpected)
+  Unexp* unexp = nullptr;    // or unexpected buffer
+  size_t base = 0;           // offset inside the receive (multi-recv)
+  size_t total = 0;          // bytes that will arrive
+  size_t msg_len = 0;        // length the sender sent
+  size_t received = 0;
+  uint64_t tag = 0, data = 0;
+  uint8_t flags = 0;
+  uint64_t start_ns = 0;
+};
+
+struct AsmKey {
+  PeerId peer;
+  uint64_t msg_id;
+  bool operator==(const AsmKey& o) const { return peer == o.peer && msg_id == o.msg_id; }
+};
+struct AsmKeyHash {
+  size_t operator()(const AsmKey& k) const { return std::hash<uint64_t>()(k.msg_id * 0x9E3779B97F4A7C15ull ^ k.peer); }
+};
+
+struct PeerState {
+  IntrusiveList<TxOp, &TxOp::hook> queue;  // FIFO of ops not fully sent
+  bool active = false;                     // in the active-peer list
+  fi_addr_t addr = FI_ADDR_NOTAVAIL;       // cached reverse lookup
+  uint64_t addr_gen = 0;
+};
+
+class Endpoint final : public PacketSink {
+ public:
+  Endpoint(Domain& dom, const fi_info& info, std::unique_ptr<Device> dev, void* context);
+  ~Endpoint();
+  fid_ep* fid() { return &box_.fid; }
+  static Endpoint* from(fid_ep* f) { return self_of<Endpoint>(f); }
+  static Endpoint* from(fid_t f) { return self_of_fid<Endpoint, fid_ep>(f); }
+
+  // control path
+  int bind(struct fid* bfid, uint64_t flags);
+  int enable();
+  int close();
+  int getname(void* addr, size_t* len);
+  ssize_t cancel(void* context);
+  int getopt(int level, int optname, void* optval, size_t* optlen);
+  int setopt(int level, int optname, const void* optval, size_t optlen);
+
+  // data path (domain lock taken by the caller)
+  ssize_t send(const struct iovec* iov, size_t iovcnt, fi_addr_t dest, uint64_t tag,
+               uint64_t data, void* context, uint64_t flags, bool tagged);
+  ssize_t recv(const struct iovec* iov, size_t iovcnt, fi_addr_t src, uint64_t tag,
+               uint64_t ignore, void* context, uint64_t flags, bool tagged);
+
+  // progress (lock held)
+  void progress();
+  void on_packet(const RxPacket& pkt) noexcept override;
+
+  Device& device() { return *dev_; }
+  Domain& domain() { return dom_; }
+  uint64_t tx_op_flags() const { return tx_op_flags_; }
+  uint64_t rx_op_flags() const { return rx_op_flags_; }
+  size_t inject_size() const { return inject_size_; }
+
+ private:
+  // tx (ep_tx.cpp)
+  TxOp* alloc_tx();
+  void free_tx(TxOp* op);
+  TxOp* tx_by_id(uint64_t msg_id);
+  bool advance_tx(TxOp* op);          // true when the op left the queue head
+  void progress_tx();
+  void progress_streams();
+  void complete_tx(TxOp* op, int err);
+  void fail_peer_ops(PeerId peer, int err);
+  void on_cts(PeerId peer, const PktHdr& h);
+  void on_fin(PeerId peer, const PktHdr& h);
+  void send_ctrl(PeerId peer, uint8_t op, uint64_t msg_id, uint64_t value);
+  void flush_ctrl();
+  void check_timers();
+
+  // rx (ep_rx.cpp)
+  void on_eager(PeerId peer, const PktHdr& h, const void* payload, size_t plen);
+  void on_data(PeerId peer, const PktHdr& h, const void* payload, size_t plen);
+  void on_rts(PeerId peer, const PktHdr& h, const void* payload, size_t plen);
+  bool match_incoming(PeerId peer, const PktHdr& h, RecvOp** r, size_t* base);
+  void deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,
+                   const RemoteIov* riov, size_t riovcnt);
+  void deliver_unexpected(RecvOp* r, Unexp* u);
+  void finish_recv(RecvOp* r, size_t base, size_t msg_len, size_t copied, const PktHdr& h,
+                   PeerId peer);
+  void complete_recv_err(RecvOp* r, int err, size_t len);
+  void rematch_held();
+  ssize_t peek(const RecvOp& want);
+  void free_recv(RecvOp* r);
+  RecvOp* alloc_recv();
+  void multi_recv_done(RecvOp* r, Completion& c);
+
+  // shared helpers
+  PeerId peer_of(fi_addr_t addr);
+  fi_addr_t addr_of(PeerId peer);
+  PeerState& peer_state(PeerId peer);
+  void write_cq(Cq* cq, const Completion& c);
+  std::string peer_str(PeerId peer) const;
+
+  FidBox<fid_ep, Endpoint> box_;
+  Domain& dom_;
+  fi_info* info_;
+  std::unique_ptr<Device> dev_;
+  Av* av_ = nullptr;
+  Cq* tx_cq_ = nullptr;
+  Cq* rx_cq_ = nullptr;
+  bool enabled_ = false;
+  bool selective_tx_ = false, selective_rx_ = false;
+  bool source_ = false;      // FI_SOURCE: hold messages from unknown peers
+  uint64_t tx_op_flags_ = 0, rx_op_flags_ = 0;
+  size_t inject_size_;
+  size_t rndv_threshold_;
+  size_t min_multi_recv_ = 64;
+  uint64_t peer_timeout_ns_;
+  uint64_t av_gen_seen_ = 0;
+  uint64_t last_timer_ns_ = 0;
+  unsigned poll_count_ = 0;
+
+  std::vector<TxOp> tx_ops_;
+  std::vector<TxOp*> tx_free_;
+  IntrusiveList<TxOp, &TxOp::hook> streams_;   // CTS-accepted, sending DATA
+  IntrusiveList<TxOp, &TxOp::hook> waiting_;   // RTS sent, awaiting CTS/FIN
+  std::vector<std::unique_ptr<PeerState>> peers_;
+  std::vector<PeerId> active_peers_;
+  std::vector<fi_addr_t> addr_peer_cache_;     // fi_addr -> PeerId+1 (0 = none)
+  uint64_t addr_cache_gen_ = 0;
+
+  struct Ctrl {
+    PeerId peer;
+    PktHdr hdr;
+  };
+  std::vector<Ctrl> ctrl_;                     // control packets not yet sent
+
+  TagMatcher matcher_;
+  std::vector<std::unique_ptr<RecvOp>> rx_pool_;
+  std::vector<RecvOp*> rx_free_;
+  size_t rx_outstanding_ = 0;
+  size_t rx_size_;
+  std::unordered_map<AsmKey, Assembly, AsmKeyHash> assemblies_;
+};
+
+} // namespace pm

@@ -1,0 +1,380 @@
+// Receive side: posting and matching receives, unexpected messages, peek /
+// claim / discard, multi-receive buffers, reassembly of segmented messages,
+// rendezvous by single copy or by CTS + streamed data, and cancel.
+#include <algorithm>
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include "base/clock.hpp"
+#include "base/iov.hpp"
+#include "base/log.hpp"
+#include "core/av.hpp"
+#include "core/endpoint.hpp"
+
+namespace pm {
+
+namespace {
+// Marks an unexpected message discarded while its segments still arrive.
+void* const kDiscarded = reinterpret_cast<void*>(uintptr_t(1));
+
+uint64_t rx_flags(const PktHdr& h) {
+  return FI_RECV | ((h.flags & kPktTagged) ? FI_TAGGED : FI_MSG) |
+         ((h.flags & kPktCqData) ? FI_REMOTE_CQ_DATA : 0);
+}
+}  // namespace
+
+RecvOp* Endpoint::alloc_recv() {
+  if (rx_outstanding_ >= rx_size_) return nullptr;
+  rx_outstanding_++;
+  if (rx_free_.empty()) {
+    rx_pool_.push_back(std::make_unique<RecvOp>());
+    return rx_pool_.back().get();
+  }
+  RecvOp* r = rx_free_.back();
+  rx_free_.pop_back();
+  *r = RecvOp{};
+  return r;
+}
+
+void Endpoint::free_recv(RecvOp* r) {
+  rx_outstanding_--;
+  rx_free_.push_back(r);
+}
+
+// Takes a posted receive for a message of msg_len: removes it from the posted
+// list, or for a multi-receive buffer carves out room and retires the buffer
+// once less than the minimum is left. Returns the offset inside the buffer.
+static size_t reserve(TagMatcher& m, RecvOp* r, size_t msg_len, size_t min_left) {
+  if (!(r->flags & FI_MULTI_RECV)) {
+    if (r->hook.linked()) m.posted(r->tagged).remove(r);
+    return 0;
+  }
+  size_t base = r->used;
+  size_t take = std::min(r->len - r->used, (msg_len + 7) & ~size_t(7));
+  r->used += take;
+  r->inflight++;
+  if (r->len - r->used < min_left) {
+    r->retired = true;
+    if (r->hook.linked()) m.posted(r->tagged).remove(r);
+  }
+  return base;
+}
+
+static size_t capacity(const RecvOp* r, size_t base) { return r->len - base; }
+
+ssize_t Endpoint::recv(const struct iovec* iov, size_t iovcnt, fi_addr_t src, uint64_t tag,
+                       uint64_t ignore, void* context, uint64_t flags, bool tagged) {
+  if (!enabled_) return -FI_EOPBADSTATE;
+  if (iovcnt > kMaxIov) return -FI_EINVAL;
+  PeerId peer = kNoPeer;
+  if (src != FI_ADDR_UNSPEC && (info_->caps & FI_DIRECTED_RECV)) {
+    peer = peer_of(src);
+    if (peer == kNoPeer) return -FI_EINVAL;
+  }
+  if (flags & FI_PEEK) {
+    RecvOp want;
+    want.context = context;
+    want.flags = flags;
+    want.tagged = tagged;
+    want.src = peer;
+    want.tag = tag;
+    want.ignore = ignore;
+    return peek(want);
+  }
+  RecvOp* r = alloc_recv();
+  if (!r) return -FI_EAGAIN;
+  r->context = context;
+  r->flags = flags;
+  r->tagged = tagged;
+  r->completion = !selective_rx_ || (flags & FI_COMPLETION);
+  r->src = peer;
+  r->tag = tag;
+  r->ignore = ignore;
+  std::copy(iov, iov + iovcnt, r->iov);
+  r->iovcnt = iovcnt;
+  r->len = iov_total(iov, iovcnt);
+
+  if (flags & FI_CLAIM) {
+    Unexp* u = matcher_.find_claimed(context);
+    if (!u) {
+      free_recv(r);
+      return -FI_EINVAL;
+    }
+    u->claim_ctx = nullptr;
+    if (flags & FI_DISCARD) {
+      Completion c{context, rx_flags(u->hdr), 0, nullptr, u->hdr.cq_data, u->hdr.tag,
+                   addr_of(u->peer), 0, 0};
+      matcher_.unexpected(u->tagged()).remove(u);
+      if (u->hdr.op == kPktRts) send_ctrl(u->peer, kPktFin, u->hdr.msg_id, 0);
+      if (!u->complete()) u->claim_ctx = kDiscarded;  // freed when the rest arrives
+      else delete u;
+      free_recv(r);
+      write_cq(rx_cq_, c);
+      return 0;
+    }
+    deliver_unexpected(r, u);
+    return 0;
+  }
+
+  if (r->flags & FI_MULTI_RECV) {
+    // Fill the buffer with what already waits, then post what is left.
+    while (!r->retired) {
+      Unexp* u = matcher_.find_unexpected(kNoPeer, tagged, tag, ignore);
+      if (!u || !u->complete()) break;
+      deliver_unexpected(r, u);
+    }
+    if (!r->retired) matcher_.post(r);
+    return 0;
+  }
+  if (Unexp* u = matcher_.find_unexpected(peer, tagged, tag, ignore)) {
+    deliver_unexpected(r, u);
+    return 0;
+  }
+  matcher_.post(r);
+  return 0;
+}
+
+ssize_t Endpoint::peek(const RecvOp& want) {
+  Unexp* u = matcher_.find_unexpected(want.src, want.tagged, want.tag, want.ignore);
+  if (!u) {
+    Completion c{want.context, FI_RECV | (want.tagged ? FI_TAGGED : FI_MSG), 0, nullptr, 0, 0,
+                 FI_ADDR_NOTAVAIL, FI_ENOMSG, 0};
+    write_cq(rx_cq_, c);
+    return 0;
+  }
+  Completion c{want.context, rx_flags(u->hdr), size_t(u->hdr.msg_len), nullptr, u->hdr.cq_data,
+               u->hdr.tag, addr_of(u->peer), 0, 0};
+  if (want.flags & FI_DISCARD) {
+    matcher_.unexpected(u->tagged()).remove(u);
+    if (u->hdr.op == kPktRts) send_ctrl(u->peer, kPktFin, u->hdr.msg_id, 0);
+    if (!u->complete()) u->claim_ctx = kDiscarded;
+    else delete u;
+  } else if (want.flags & FI_CLAIM) {
+    u->claim_ctx = want.context;
+  }
+  write_cq(rx_cq_, c);
+  return 0;
+}
+
+bool Endpoint::match_incoming(PeerId peer, const PktHdr& h, RecvOp** r, size_t* base) {
+  if (source_ && addr_of(peer) == FI_ADDR_NOTAVAIL) return false;  // held until inserted
+  RecvOp* m = matcher_.find_posted(peer, h.flags & kPktTagged, h.tag);
+  if (!m) return false;
+  *base = reserve(matcher_, m, h.msg_len, min_multi_recv_);
+  *r = m;
+  return true;
+}
+
+void Endpoint::on_eager(PeerId peer, const PktHdr& h, const void* payload, size_t plen) {
+  plen = std::min<size_t>(plen, h.msg_len);
+  RecvOp* r;
+  size_t base;
+  if (match_incoming(peer, h, &r, &base)) {
+    size_t cap = capacity(r, base);
+    iov_copy_to(r->iov, r->iovcnt, base, payload, std::min(plen, cap));
+    if (h.msg_len > plen) {
+      Assembly& a = assemblies_[AsmKey{peer, h.msg_id}];
+      a = Assembly{peer, r, nullptr, base, size_t(h.msg_len), size_t(h.msg_len), plen, h.tag,
+                   h.cq_data, h.flags, now_ns()};
+      return;
+    }
+    PktHdr hh = h;
+    finish_recv(r, base, h.msg_len, std::min(plen, cap), hh, peer);
+    return;
+  }
+  auto u = std::make_unique<Unexp>();
+  u->peer = peer;
+  u->hdr = h;
+  u->data.reset(new uint8_t[h.msg_len ? h.msg_len : 1]);
+  memcpy(u->data.get(), payload, plen);
+  u->received = plen;
+  u->held = source_ && addr_of(peer) == FI_ADDR_NOTAVAIL;
+  if (h.msg_len > plen) {
+    Assembly& a = assemblies_[AsmKey{peer, h.msg_id}];
+    a = Assembly{peer, nullptr, u.get(), 0, size_t(h.msg_len), size_t(h.msg_len), plen, h.tag,
+                 h.cq_data, h.flags, now_ns()};
+  }
+  matcher_.add_unexpected(u.release());
+}
+
+void Endpoint::on_data(PeerId peer, const PktHdr& h, const void* payload, size_t plen) {
+  auto it = assemblies_.find(AsmKey{peer, h.msg_id});
+  if (it == assemblies_.end()) return;  // discarded or failed message
+  Assembly& a = it->second;
+  a.start_ns = now_ns();
+  if (a.recv) {
+    size_t cap = std::min(a.total, capacity(a.recv, a.base));
+    if (h.offset < cap)
+      iov_copy_to(a.recv->iov, a.recv->iovcnt, a.base + h.offset, payload,
+                  std::min<size_t>(plen, cap - h.offset));
+  } else if (h.offset + plen <= a.total) {
+    memcpy(a.unexp->data.get() + h.offset, payload, plen);
+    a.unexp->received += plen;
+  }
+  a.received += plen;
+  if (a.received < a.total) return;
+  Assembly done = a;
+  assemblies_.erase(it);
+  PktHdr hh{};
+  hh.tag = done.tag;
+  hh.cq_data = done.data;
+  hh.flags = done.flags;
+  if (done.recv) {
+    finish_recv(done.recv, done.base, done.msg_len, std::min(done.total, capacity(done.recv, done.base)),
+                hh, peer);
+    return;
+  }
+  Unexp* u = done.unexp;
+  if (u->claim_ctx == kDiscarded) {
+    delete u;
+  } else if (u->waiting) {
+    RecvOp* r = u->waiting;
+    u->waiting = nullptr;
+    deliver_unexpected(r, u);
+  }
+}
+
+void Endpoint::on_rts(PeerId peer, const PktHdr& h, const void* payload, size_t plen) {
+  const RemoteIov* riov = static_cast<const RemoteIov*>(payload);
+  size_t cnt = plen / sizeof(RemoteIov);
+  RecvOp* r;
+  size_t base;
+  if (match_incoming(peer, h, &r, &base)) {
+    deliver_rts(r, base, peer, h, riov, cnt);
+    return;
+  }
+  auto u = std::make_unique<Unexp>();
+  u->peer = peer;
+  u->hdr = h;
+  u->riov.reset(new RemoteIov[cnt ? cnt : 1]);
+  std::copy(riov, riov + cnt, u->riov.get());
+  u->riovcnt = cnt;
+  u->held = source_ && addr_of(peer) == FI_ADDR_NOTAVAIL;
+  matcher_.add_unexpected(u.release());
+}
+
+void Endpoint::deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,
+                           const RemoteIov* riov, size_t riovcnt) {
+  size_t accept = std::min<size_t>(h.msg_len, capacity(r, base));
+  if (accept && riovcnt && dev_->can_read_remote(peer)) {
+    struct iovec local[kMaxIov], remote[kMaxIov];
+    size_t lcnt = iov_slice(r->iov, r->iovcnt, base, accept, local, kMaxIov);
+    size_t rcnt = 0, left = accept;
+    for (size_t i = 0; i < riovcnt && i < kMaxIov && left; i++) {
+      size_t n = std::min<size_t>(riov[i].len, left);
+      remote[rcnt++] = iovec{reinterpret_cast<void*>(riov[i].addr), n};
+      left -= n;
+    }
+    ssize_t n = dev_->read_remote(peer, local, lcnt, remote, rcnt);
+    if (n == ssize_t(accept)) {
+      send_ctrl(peer, kPktFin, h.msg_id, 0);
+      finish_recv(r, base, h.msg_len, accept, h, peer);
+      return;
+    }
+    PM_INFO(FI_LOG_EP_DATA, "single copy from %s failed (%zd); using the copy path",
+            peer_str(peer).c_str(), n);
+  }
+  send_ctrl(peer, kPktCts, h.msg_id, accept);
+  if (accept == 0) {
+    finish_recv(r, base, h.msg_len, 0, h, peer);
+    return;
+  }
+  Assembly& a = assemblies_[AsmKey{peer, h.msg_id}];
+  a = Assembly{peer, r, nullptr, base, accept, size_t(h.msg_len), 0, h.tag, h.cq_data, h.flags,
+               now_ns()};
+}
+
+// A receive takes a message that arrived before it (u is in the unexpected list).
+void Endpoint::deliver_unexpected(RecvOp* r, Unexp* u) {
+  size_t base = reserve(matcher_, r, u->hdr.msg_len, min_multi_recv_);
+  if (u->hdr.op == kPktRts) {
+    matcher_.unexpected(u->tagged()).remove(u);
+    deliver_rts(r, base, u->peer, u->hdr, u->riov.get(), u->riovcnt);
+    delete u;
+    return;
+  }
+  if (!u->complete()) {  // the rest is still arriving: finish when it has
+    u->waiting = r;
+    if (r->flags & FI_MULTI_RECV) r->used = base;  // placement redone at delivery
+    if (r->flags & FI_MULTI_RECV) r->inflight--;
+    return;
+  }
+  matcher_.unexpected(u->tagged()).remove(u);
+  size_t n = std::min<size_t>(u->hdr.msg_len, capacity(r, base));
+  iov_copy_to(r->iov, r->iovcnt, base, u->data.get(), n);
+  finish_recv(r, base, u->hdr.msg_len, n, u->hdr, u->peer);
+  delete u;
+}
+
+void Endpoint::finish_recv(RecvOp* r, size_t base, size_t msg_len, size_t copied, const PktHdr& h,
+                           PeerId peer) {
+  Completion c{r->context, rx_flags(h), copied, nullptr, h.cq_data, h.tag, addr_of(peer), 0, 0};
+  if (!(h.flags & kPktCqData)) c.data = 0;
+  if (!(h.flags & kPktTagged)) c.tag = 0;
+  bool multi = r->flags & FI_MULTI_RECV;
+  if (multi) {
+    c.buf = static_cast<char*>(r->iov[0].iov_base) + base;
+    r->inflight--;
+    if (r->retired && r->inflight == 0) c.flags |= FI_MULTI_RECV;
+  } else {
+    c.buf = r->iovcnt ? r->iov[0].iov_base : nullptr;
+  }
+  if (copied < msg_len) {
+    c.err = FI_ETRUNC;
+    c.olen = msg_len - copied;
+    PM_INFO(FI_LOG_EP_DATA, "message of %zu bytes truncated to %zu", msg_len, copied);
+  }
+  if (c.err || r->completion || (c.flags & FI_MULTI_RECV)) write_cq(rx_cq_, c);
+  if (!multi || (r->retired && r->inflight == 0)) free_recv(r);
+}
+
+void Endpoint::complete_recv_err(RecvOp* r, int err, size_t len) {
+  Completion c{r->context, FI_RECV | (r->tagged ? FI_TAGGED : FI_MSG), len, nullptr, 0, 0,
+               FI_ADDR_NOTAVAIL, err, 0};
+  bool multi = r->flags & FI_MULTI_RECV;
+  if (multi) {
+    r->inflight--;
+    if (r->retired && r->inflight == 0) c.flags |= FI_MULTI_RECV;
+  }
+  write_cq(rx_cq_, c);
+  if (!multi || (r->retired && r->inflight == 0)) free_recv(r);
+}
+
+// The AV changed: messages held because their sender was unknown may now
+// be matched (FI_SOURCE endpoints).
+void Endpoint::rematch_held() {
+  for (bool t : {true, false}) {
+    auto& l = matcher_.unexpected(t);
+    for (Unexp* u = l.front(); u;) {
+      Unexp* next = l.next(u);
+      if (u->held && addr_of(u->peer) != FI_ADDR_NOTAVAIL) {
+        u->held = false;
+        if (RecvOp* r = matcher_.find_posted(u->peer, t, u->hdr.tag)) deliver_unexpected(r, u);
+      }
+      u = next;
+    }
+  }
+}
+
+ssize_t Endpoint::cancel(void* context) {
+  RecvOp* r = matcher_.find_context(context);
+  if (!r) return -FI_ENOENT;
+  matcher_.posted(r->tagged).remove(r);
+  Completion c{context, FI_RECV | (r->tagged ? FI_TAGGED : FI_MSG), 0, nullptr, 0, 0,
+               FI_ADDR_NOTAVAIL, FI_ECANCELED, 0};
+  if (r->flags & FI_MULTI_RECV) {
+    c.flags |= FI_MULTI_RECV;
+    r->retired = true;
+    if (r->inflight) {  // placed messages still arriving: the last one releases it
+      write_cq(rx_cq_, c);
+      return 0;
+    }
+  }
+  write_cq(rx_cq_, c);
+  free_recv(r);
+  return 0;
+}
+
+} // namespace pm

@@ -1,0 +1,289 @@
+// Send side: eager (one packet or segmented) below the rendezvous threshold,
+// RTS above it; per-peer FIFO so messages match in the order they were sent.
+#include <algorithm>
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+#include "base/clock.hpp"
+#include "base/iov.hpp"
+#include "base/log.hpp"
+#include "core/endpoint.hpp"
+
+namespace pm {
+
+namespace {
+constexpr unsigned kIdBits = 20;
+constexpr uint64_t kIdMask = (1u << kIdBits) - 1;
+}  // namespace
+
+TxOp* Endpoint::alloc_tx() {
+  if (tx_free_.empty()) return nullptr;
+  TxOp* op = tx_free_.back();
+  tx_free_.pop_back();
+  op->gen++;
+  op->state = TxOp::kQueued;
+  op->sent = 0;
+  op->limit = 0;
+  return op;
+}
+
+void Endpoint::free_tx(TxOp* op) {
+  op->state = TxOp::kFree;
+  tx_free_.push_back(op);
+}
+
+TxOp* Endpoint::tx_by_id(uint64_t msg_id) {
+  uint64_t idx = msg_id & kIdMask;
+  if (idx >= tx_ops_.size()) return nullptr;
+  TxOp* op = &tx_ops_[idx];
+  if (op->state == TxOp::kFree || op->gen != uint32_t(msg_id >> kIdBits)) return nullptr;
+  return op;
+}
+
+ssize_t Endpoint::send(const struct iovec* iov, size_t iovcnt, fi_addr_t dest, uint64_t tag,
+                       uint64_t data, void* context, uint64_t flags, bool tagged) {
+  if (!enabled_) return -FI_EOPBADSTATE;
+  if (iovcnt > kMaxIov) return -FI_EINVAL;
+  PeerId peer = peer_of(dest);
+  if (peer == kNoPeer) {
+    PM_WARN(FI_LOG_EP_DATA, "send to fi_addr %llu that is not in the address vector",
+            (unsigned long long)dest);
+    return -FI_EINVAL;
+  }
+  size_t len = iov_total(iov, iovcnt);
+  bool inject = flags & FI_INJECT;
+  if (inject && len > inject_size_) return -FI_EINVAL;
+  TxOp* op = alloc_tx();
+  if (!op) return -FI_EAGAIN;
+
+  op->context = context;
+  op->peer = peer;
+  op->cq_flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
+  op->completion = !inject && (!selective_tx_ || (flags & FI_COMPLETION));
+  op->hdr = PktHdr{};
+  op->hdr.op = len > rndv_threshold_ && !inject ? kPktRts : kPktEager;
+  op->hdr.flags = uint8_t((tagged ? kPktTagged : 0) | ((flags & FI_REMOTE_CQ_DATA) ? kPktCqData : 0));
+  if (flags & FI_REMOTE_CQ_DATA) op->cq_flags |= FI_REMOTE_CQ_DATA;
+  op->hdr.tag = tagged ? tag : 0;
+  op->hdr.cq_data = data;
+  op->hdr.msg_len = len;
+  op->hdr.msg_id = (uint64_t(op->gen) << kIdBits) | op->index;
+  std::copy(iov, iov + iovcnt, op->iov);
+  op->iovcnt = iovcnt;
+  op->start_ns = 0;
+
+  PeerState& ps = peer_state(peer);
+  bool was_empty = ps.queue.empty();
+  ps.queue.push_back(op);
+  if (was_empty && advance_tx(op)) return 0;
+
+  // Not sent now: an injected payload must be copied before returning.
+  if (inject && op->state == TxOp::kQueued && op->sent == 0) {
+    if (!op->inject) op->inject.reset(new uint8_t[inject_size_ ? inject_size_ : 1]);
+    iov_copy_from(iov, iovcnt, 0, op->inject.get(), len);
+    op->iov[0].iov_base = op->inject.get();
+    op->iov[0].iov_len = len;
+    op->iovcnt = 1;
+  }
+  op->start_ns = now_ns();
+  if (!ps.active) {
+    ps.active = true;
+    active_peers_.push_back(peer);
+  }
+  return 0;
+}
+
+// Pushes the queue head as far as the device takes it. True when the op is
+// no longer at the head of its peer's queue (sent, waiting, or failed).
+bool Endpoint::advance_tx(TxOp* op) {
+  PeerState& ps = *peers_[op->peer];
+  size_t len = op->hdr.msg_len;
+  if (op->hdr.op == kPktRts) {
+    RemoteIov riov[kMaxIov];
+    for (size_t i = 0; i < op->iovcnt; i++)
+      riov[i] = RemoteIov{reinterpret_cast<uint64_t>(op->iov[i].iov_base), op->iov[i].iov_len};
+    struct iovec piov = {riov, op->iovcnt * sizeof(RemoteIov)};
+    PktHdr h = op->hdr;
+    h.seg_len = uint32_t(piov.iov_len);
+    int rc = dev_->send(op->peer, h, &piov, 1, 0, piov.iov_len);
+    if (rc == -FI_EAGAIN) return false;
+    ps.queue.remove(op);
+    if (rc < 0) {
+      complete_tx(op, -rc);
+      return true;
+    }
+    op->state = TxOp::kWaitCts;
+    op->start_ns = now_ns();
+    waiting_.push_back(op);
+    return true;
+  }
+  size_t maxp = dev_->max_payload();
+  do {
+    size_t seg = std::min(maxp, len - op->sent);
+    PktHdr h = op->hdr;
+    if (op->sent) {
+      h.op = kPktData;
+      h.offset = op->sent;
+    }
+    h.seg_len = uint32_t(seg);
+    int rc = dev_->send(op->peer, h, op->iov, op->iovcnt, op->sent, seg);
+    if (rc == -FI_EAGAIN) return false;
+    if (rc < 0) {
+      ps.queue.remove(op);
+      complete_tx(op, -rc);
+      return true;
+    }
+    op->sent += seg;
+  } while (op->sent < len);
+  ps.queue.remove(op);
+  complete_tx(op, 0);
+  return true;
+}
+
+void Endpoint::progress_tx() {
+  for (size_t i = 0; i < active_peers_.size();) {
+    PeerId p = active_peers_[i];
+    PeerState& ps = *peers_[p];
+    while (TxOp* op = ps.queue.front())
+      if (!advance_tx(op)) break;
+    if (ps.queue.empty()) {
+      ps.active = false;
+      active_peers_[i] = active_peers_.back();
+      active_peers_.pop_back();
+    } else {
+      i++;
+    }
+  }
+}
+
+void Endpoint::progress_streams() {
+  size_t maxp = dev_->max_payload();
+  for (TxOp* op = streams_.front(); op;) {
+    TxOp* next = streams_.next(op);
+    bool failed = false;
+    while (op->sent < op->limit) {
+      size_t seg = std::min(maxp, op->limit - op->sent);
+      PktHdr h = op->hdr;
+      h.op = kPktData;
+      h.offset = op->sent;
+      h.seg_len = uint32_t(seg);
+      int rc = dev_->send(op->peer, h, op->iov, op->iovcnt, op->sent, seg);
+      if (rc == -FI_EAGAIN) break;
+      if (rc < 0) {
+        streams_.remove(op);
+        complete_tx(op, -rc);
+        failed = true;
+        break;
+      }
+      op->sent += seg;
+    }
+    if (!failed && op->sent >= op->limit) {
+      streams_.remove(op);
+      complete_tx(op, 0);
+    }
+    op = next;
+  }
+}
+
+void Endpoint::complete_tx(TxOp* op, int err) {
+  if (err) {
+    PM_WARN(FI_LOG_EP_DATA, "send of %zu bytes to %s failed: %s", size_t(op->hdr.msg_len),
+            peer_str(op->peer).c_str(), fi_strerror(err));
+    Completion c{op->context, op->cq_flags, 0, nullptr, 0, 0, FI_ADDR_NOTAVAIL, err, 0};
+    write_cq(tx_cq_, c);
+  } else if (op->completion) {
+    Completion c{op->context, op->cq_flags, 0, nullptr, 0, 0, FI_ADDR_NOTAVAIL, 0, 0};
+    write_cq(tx_cq_, c);
+  }
+  free_tx(op);
+}
+
+void Endpoint::on_cts(PeerId peer, const PktHdr& h) {
+  TxOp* op = tx_by_id(h.msg_id);
+  if (!op || op->state != TxOp::kWaitCts || op->peer != peer) return;
+  waiting_.remove(op);
+  op->limit = std::min<size_t>(h.msg_len, op->hdr.msg_len);
+  op->sent = 0;
+  op->state = TxOp::kStreaming;
+  op->start_ns = now_ns();
+  streams_.push_back(op);
+  progress_streams();
+}
+
+void Endpoint::on_fin(PeerId peer, const PktHdr& h) {
+  TxOp* op = tx_by_id(h.msg_id);
+  if (!op || op->state != TxOp::kWaitCts || op->peer != peer) return;
+  waiting_.remove(op);
+  complete_tx(op, int(h.tag));
+}
+
+void Endpoint::send_ctrl(PeerId peer, uint8_t op, uint64_t msg_id, uint64_t value) {
+  PktHdr h{};
+  h.op = op;
+  h.msg_id = msg_id;
+  if (op == kPktCts) h.msg_len = value;
+  else h.tag = value;
+  if (ctrl_.empty()) {
+    int rc = dev_->send(peer, h, nullptr, 0, 0, 0);
+    if (rc != -FI_EAGAIN) return;  // sent, or the peer is gone (its op fails there)
+  }
+  ctrl_.push_back(Ctrl{peer, h});
+}
+
+void Endpoint::flush_ctrl() {
+  size_t i = 0;
+  for (; i < ctrl_.size(); i++)
+    if (dev_->send(ctrl_[i].peer, ctrl_[i].hdr, nullptr, 0, 0, 0) == -FI_EAGAIN) break;
+  ctrl_.erase(ctrl_.begin(), ctrl_.begin() + i);
+}
+
+// Fails every operation that waits on `peer` (it died or cannot be reached).
+void Endpoint::fail_peer_ops(PeerId peer, int err) {
+  PeerState& ps = peer_state(peer);
+  while (TxOp* op = ps.queue.pop_front()) complete_tx(op, err);
+  for (auto* list : {&waiting_, &streams_})
+    while (TxOp* op = list->remove_first([&](TxOp* o) { return o->peer == peer; }))
+      complete_tx(op, err);
+  for (auto it = assemblies_.begin(); it != assemblies_.end();) {
+    if (it->second.peer == peer) {
+      if (it->second.recv) complete_recv_err(it->second.recv, err, it->second.received);
+      if (it->second.unexp) {
+        matcher_.unexpected(it->second.unexp->tagged()).remove(it->second.unexp);
+        if (it->second.unexp->waiting) complete_recv_err(it->second.unexp->waiting, err, 0);
+        delete it->second.unexp;
+      }
+      it = assemblies_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  ctrl_.erase(std::remove_if(ctrl_.begin(), ctrl_.end(), [&](const Ctrl& c) { return c.peer == peer; }),
+              ctrl_.end());
+}
+
+// Operations waiting on a peer for longer than the peer timeout ask the
+// device whether the peer still lives; a dead peer fails them all.
+void Endpoint::check_timers() {
+  uint64_t now = now_ns();
+  if (now - last_timer_ns_ < peer_timeout_ns_ / 4) return;
+  last_timer_ns_ = now;
+  std::vector<PeerId> dead;
+  auto check = [&](PeerId peer, uint64_t& since) {
+    if (now - since < peer_timeout_ns_) return;
+    since = now;
+    if (std::find(dead.begin(), dead.end(), peer) == dead.end() && !dev_->peer_alive(peer))
+      dead.push_back(peer);
+  };
+  for (auto* list : {&waiting_, &streams_})
+    for (TxOp* op = list->front(); op; op = list->next(op)) check(op->peer, op->start_ns);
+  for (PeerId p : active_peers_)
+    if (TxOp* op = peers_[p]->queue.front()) check(p, op->start_ns);
+  for (auto& [key, a] : assemblies_) check(a.peer, a.start_ns);
+  for (PeerId p : dead) {
+    PM_WARN(FI_LOG_EP_DATA, "peer %s is gone; failing its pending operations", peer_str(p).c_str());
+    fail_peer_ops(p, FI_ECONNRESET);
+  }
+}
+
+} // namespace pm

@@ -1,0 +1,170 @@
+// fi_getinfo for every provider of this tree: the provider supplies its
+// templates; this file checks the hints against them, says at info level why
+// a template does not fit, and shapes the returned fi_info after the hints.
+#include <cstring>
+#include <string>
+
+#include <rdma/fi_errno.h>
+
+#include "abi/fid_box.hpp"
+#include "base/log.hpp"
+#include "core/provider.hpp"
+
+namespace pm {
+
+ProviderDef* g_provdef = nullptr;
+const fi_provider* g_prov = nullptr;
+
+int fabric_open(fi_fabric_attr* attr, fid_fabric** out, void* ctx) noexcept;
+
+namespace {
+
+constexpr uint64_t kMrModeAccepted = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+
+std::string caps_str(uint64_t caps) {
+  char buf[1024];
+  fi_tostr_r(buf, sizeof buf, &caps, FI_TYPE_CAPS);
+  return buf;
+}
+
+// Returns "" when the template satisfies the hints, else the reason.
+std::string mismatch(const fi_info& t, const fi_info& h, uint32_t version) {
+  if (h.ep_attr && h.ep_attr->type != FI_EP_UNSPEC && h.ep_attr->type != t.ep_attr->type)
+    return "endpoint type " + std::string(fi_tostr(&h.ep_attr->type, FI_TYPE_EP_TYPE)) + " not supported";
+  if (h.caps & ~t.caps) return "capabilities not supported: " + caps_str(h.caps & ~t.caps);
+  if (t.mode & ~h.mode) return "application does not support the required mode bits";
+  if (h.addr_format != FI_FORMAT_UNSPEC && h.addr_format != t.addr_format)
+    return "address format not supported";
+  if (h.fabric_attr && h.fabric_attr->name && strcmp(h.fabric_attr->name, t.fabric_attr->name))
+    return "fabric name " + std::string(h.fabric_attr->name) + " not offered";
+  if (const fi_domain_attr* d = h.domain_attr) {
+    if (d->name && strcmp(d->name, t.domain_attr->name))
+      return "domain name " + std::string(d->name) + " not offered";
+    if (d->control_progress == FI_PROGRESS_AUTO || d->data_progress == FI_PROGRESS_AUTO)
+      return "FI_PROGRESS_AUTO requested; only manual progress is implemented";
+    if (d->cq_data_size > t.domain_attr->cq_data_size) return "cq_data_size larger than 8 requested";
+    if (d->caps & ~t.domain_attr->caps) return "domain capabilities not supported: " + caps_str(d->caps & ~t.domain_attr->caps);
+    if (d->mr_mode != FI_MR_UNSPEC && d->mr_mode != FI_MR_BASIC && d->mr_mode != FI_MR_SCALABLE &&
+        version >= FI_VERSION(1, 5) && (t.domain_attr->mr_mode & ~d->mr_mode))
+      return "application does not support the required mr_mode bits";
+    if (d->av_type != FI_AV_UNSPEC && d->av_type != FI_AV_MAP && d->av_type != FI_AV_TABLE)
+      return "av_type not supported";
+  }
+  for (int dir = 0; dir < 2; dir++) {
+    uint64_t hcaps = dir ? (h.rx_attr ? h.rx_attr->caps : 0) : (h.tx_attr ? h.tx_attr->caps : 0);
+    uint64_t tcaps = dir ? t.rx_attr->caps : t.tx_attr->caps;
+    if (hcaps & ~tcaps) return std::string(dir ? "rx" : "tx") + " capabilities not supported: " + caps_str(hcaps & ~tcaps);
+  }
+  if (const fi_tx_attr* x = h.tx_attr) {
+    if (x->msg_order & ~t.tx_attr->msg_order) return "transmit message ordering not supported";
+    if (x->comp_order & ~t.tx_attr->comp_order) return "transmit completion ordering not supported";
+    if (x->inject_size > t.tx_attr->inject_size) return "inject_size larger than supported";
+    if (x->iov_limit > t.tx_attr->iov_limit) return "tx iov_limit larger than supported";
+    if (x->op_flags & FI_DELIVERY_COMPLETE) return "FI_DELIVERY_COMPLETE not supported";
+    if (x->size > t.tx_attr->size) return "tx size larger than supported";
+  }
+  if (const fi_rx_attr* x = h.rx_attr) {
+    if (x->msg_order & ~t.rx_attr->msg_order) return "receive message ordering not supported";
+    if (x->comp_order & ~t.rx_attr->comp_order) return "receive completion ordering not supported";
+    if (x->iov_limit > t.rx_attr->iov_limit) return "rx iov_limit larger than supported";
+    if (x->total_buffered_recv) return "buffered receives not supported";
+    if (x->size > t.rx_attr->size) return "rx size larger than supported";
+  }
+  if (const fi_ep_attr* e = h.ep_attr) {
+    if (e->max_msg_size > t.ep_attr->max_msg_size) return "max_msg_size larger than supported";
+    if (e->tx_ctx_cnt > 1 && e->tx_ctx_cnt != FI_SHARED_CONTEXT) return "scalable endpoints not supported";
+    if (e->rx_ctx_cnt > 1 && e->rx_ctx_cnt != FI_SHARED_CONTEXT) return "scalable endpoints not supported";
+    if (e->tx_ctx_cnt == FI_SHARED_CONTEXT || e->rx_ctx_cnt == FI_SHARED_CONTEXT) return "shared contexts not supported";
+    if (e->protocol != FI_PROTO_UNSPEC && e->protocol != t.ep_attr->protocol) return "protocol not supported";
+  }
+  return "";
+}
+
+// Shapes a copy of the template after the hints.
+void apply_hints(fi_info& o, const fi_info& h, uint32_t version) {
+  constexpr uint64_t kComm = FI_LOCAL_COMM | FI_REMOTE_COMM;
+  if (h.caps) {
+    o.caps = h.caps | (o.caps & kComm);
+    o.tx_attr->caps &= o.caps;
+    o.rx_attr->caps &= o.caps;
+  }
+  o.mode = 0;
+  if (const fi_domain_attr* d = h.domain_attr) {
+    if (d->threading != FI_THREAD_UNSPEC) o.domain_attr->threading = d->threading;
+    if (d->av_type != FI_AV_UNSPEC) o.domain_attr->av_type = d->av_type;
+    if (d->resource_mgmt != FI_RM_UNSPEC) o.domain_attr->resource_mgmt = d->resource_mgmt;
+    if (version < FI_VERSION(1, 5) || d->mr_mode == FI_MR_BASIC || d->mr_mode == FI_MR_SCALABLE)
+      o.domain_attr->mr_mode = d->mr_mode == FI_MR_BASIC ? FI_MR_BASIC : FI_MR_SCALABLE;
+    else
+      o.domain_attr->mr_mode = d->mr_mode & kMrModeAccepted;
+  }
+  if (h.tx_attr) {
+    o.tx_attr->op_flags = h.tx_attr->op_flags;
+    if (h.tx_attr->size) o.tx_attr->size = h.tx_attr->size;
+  }
+  if (h.rx_attr) {
+    o.rx_attr->op_flags = h.rx_attr->op_flags;
+    if (h.rx_attr->size) o.rx_attr->size = h.rx_attr->size;
+  }
+  if (version < FI_VERSION(1, 5) && !h.domain_attr) o.domain_attr->mr_mode = FI_MR_SCALABLE;
+}
+
+int pm_getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+               const fi_info* hints, fi_info** info) noexcept {
+  return guard([&]() -> int {
+    *info = nullptr;
+    std::string why;
+    fi_info* tmpls = g_provdef->templates(&why);
+    if (!tmpls) {
+      PM_INFO(FI_LOG_CORE, "%s unavailable: %s", g_provdef->name(), why.c_str());
+      return -FI_ENODATA;
+    }
+    fi_info* head = nullptr;
+    fi_info** tail = &head;
+    for (fi_info* t = tmpls; t; t = t->next) {
+      if (hints) {
+        std::string m = mismatch(*t, *hints, version);
+        if (!m.empty()) {
+          PM_INFO(FI_LOG_CORE, "domain %s does not fit the hints: %s", t->domain_attr->name, m.c_str());
+          continue;
+        }
+      }
+      fi_info* o = fi_dupinfo(t);
+      if (!o) {
+        fi_freeinfo(head);
+        fi_freeinfo(tmpls);
+        return -FI_ENOMEM;
+      }
+      o->next = nullptr;
+      if (hints) apply_hints(*o, *hints, version);
+      else if (version < FI_VERSION(1, 5)) o->domain_attr->mr_mode = FI_MR_SCALABLE;
+      *tail = o;
+      tail = &o->next;
+    }
+    fi_freeinfo(tmpls);
+    if (!head) return -FI_ENODATA;
+    *info = head;
+    return 0;
+  });
+}
+
+int pm_fabric(fi_fabric_attr* attr, fid_fabric** fabric, void* context) noexcept {
+  return fabric_open(attr, fabric, context);
+}
+
+void pm_cleanup() noexcept {}
+
+}  // namespace
+
+void init_fi_provider(fi_provider* prov, ProviderDef* def, uint32_t version) {
+  g_provdef = def;
+  g_prov = prov;
+  prov->version = version;
+  prov->fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+  prov->name = def->name();
+  prov->getinfo = pm_getinfo;
+  prov->fabric = pm_fabric;
+  prov->cleanup = pm_cleanup;
+}
+
+}  // namespace pm

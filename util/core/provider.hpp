@@ -1,0 +1,44 @@
+// What a provider adds to the shared core: its name, its fi_info templates
+// and its device. Everything else (objects, semantics, progress) is core.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <rdma/fabric.h>
+#include <rdma/providers/fi_prov.h>
+
+#include "device.hpp"
+
+namespace pm {
+
+class Domain;
+
+class ProviderDef {
+ public:
+  virtual ~ProviderDef() = default;
+  virtual const char* name() const = 0;
+  // The provider's fi_info templates, one per domain it offers; nullptr
+  // (with *why set) when nothing is usable on this machine.
+  virtual fi_info* templates(std::string* why) = 0;
+  // Opens the device an endpoint of `info` runs on; nullptr, *err set, on failure.
+  virtual std::unique_ptr<Device> open_device(Domain& dom, const fi_info& info, int* err) = 0;
+  // Whether bytes are a well-formed name of this provider, and a readable form.
+  virtual size_t name_len() const = 0;
+  virtual bool name_valid(const void* name, size_t len) const = 0;
+  virtual std::string name_str(const void* name, size_t len) const = 0;
+  // Knobs of the core that the provider exposes under its own prefix.
+  virtual size_t rndv_threshold() const = 0;
+  virtual size_t tx_size() const = 0;
+  virtual size_t rx_size() const = 0;
+  virtual int spin_us() const = 0;
+  virtual int peer_timeout_ms() const = 0;
+  virtual bool print_stats() const = 0;
+};
+
+extern ProviderDef* g_provdef;
+
+// Fills `prov` (name, versions, getinfo/fabric/cleanup) for fi_prov_ini.
+void init_fi_provider(fi_provider* prov, ProviderDef* def, uint32_t version);
+
+} // namespace pm

@@ -1,0 +1,89 @@
+// The device interface (PMv2's "PM device"): moves packets to a peer
+// endpoint, reliably and in order per peer, and optionally copies straight
+// between the two processes' memory (single copy). The message protocols
+// above it (eager, segmentation, rendezvous, matching, completions) live once
+// in core/ and do not know which device carries them.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <rdma/fi_errno.h>
+
+#include "core/packet.hpp"
+
+namespace pm {
+
+using PeerId = uint32_t;
+constexpr PeerId kNoPeer = UINT32_MAX;
+
+// What a device hands up for each received packet.
+struct RxPacket {
+  PeerId peer;
+  const PktHdr* hdr;
+  const void* payload;   // valid only during the callback
+  size_t payload_len;
+};
+
+class PacketSink {
+ public:
+  virtual void on_packet(const RxPacket& pkt) noexcept = 0;
+
+ protected:
+  ~PacketSink() = default;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  // This endpoint's name, as fi_getname returns it.
+  virtual const void* name() const noexcept = 0;
+  virtual size_t name_len() const noexcept = 0;
+  // A readable form of any name of this device's format ("" if malformed).
+  virtual std::string name_str(const void* name, size_t len) const = 0;
+
+  // Maps a peer name to a dense peer id; no I/O, fails only on a malformed
+  // name (kNoPeer). The same peer always gets the same id, whether it was
+  // resolved from an AV insert or first seen as a sender.
+  virtual PeerId resolve(const void* name, size_t len) noexcept = 0;
+  // The name of a peer id (for FI_SOURCE lookups); nullptr if unknown.
+  virtual const void* peer_name(PeerId peer, size_t* len) const noexcept = 0;
+
+  // Largest payload of one packet, and of one packet without a bounce buffer.
+  virtual size_t max_payload() const noexcept = 0;
+  virtual size_t inline_payload() const noexcept = 0;
+
+  // Sends one packet: 0, -FI_EAGAIN (no room now; retry), or an error that
+  // means the peer cannot be reached (-FI_EHOSTUNREACH, -FI_ECONNRESET).
+  virtual int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov,
+                   size_t iovcnt, size_t offset, size_t len) noexcept = 0;
+
+  // Delivers up to `budget` received packets to the sink; returns how many.
+  // An empty poll is a read of local memory.
+  virtual int poll(PacketSink& sink, int budget) noexcept = 0;
+
+  // Single copy: reads the peer's memory (`remote`, in its address space)
+  // into `local`. -FI_ENOSYS when this peer cannot be read directly.
+  virtual bool can_read_remote(PeerId peer) noexcept { return false; }
+  virtual ssize_t read_remote(PeerId peer, const struct iovec* local, size_t lcnt,
+                              const struct iovec* remote, size_t rcnt) noexcept {
+    return -FI_ENOSYS;
+  }
+
+  // Liveness of a peer with operations outstanding (slow path, may syscall).
+  virtual bool peer_alive(PeerId peer) noexcept = 0;
+
+  // Blocking waits: the fd becomes readable when a packet arrives while armed.
+  virtual int wait_fd() const noexcept = 0;
+  virtual void arm_wait(bool armed) noexcept = 0;
+  virtual void drain_wait() noexcept = 0;
+
+  // Statistics for the close-time report.
+  virtual std::string stats() const { return ""; }
+};
+
+} // namespace pm
