@@ -11,12 +11,16 @@ namespace pm {
 // The provider this copy of the core serves; set once in fi_prov_ini.
 extern const fi_provider* g_prov;
 
+// Formats one line (the newline is added here) and hands it to fi_log.
+void log_line(fi_log_level level, fi_log_subsys subsys, const char* func, int line,
+              const char* fmt, ...) __attribute__((format(printf, 5, 6)));
+
 } // namespace pm
 
 #define PM_LOG(level, subsys, ...)                                              \
   do {                                                                          \
     if (::pm::g_prov && fi_log_enabled(::pm::g_prov, level, subsys))            \
-      fi_log(::pm::g_prov, level, subsys, __func__, __LINE__, __VA_ARGS__);     \
+      ::pm::log_line(level, subsys, __func__, __LINE__, __VA_ARGS__);           \
   } while (0)
 
 #define PM_WARN(subsys, ...) PM_LOG(FI_LOG_WARN, subsys, __VA_ARGS__)

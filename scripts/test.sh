@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh Debian 12 machine (as root): installs the
+# packages, builds, runs ctest (unit tests, fabtests against pmshm, Debian's
+# fi_pingpong against pmshm).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPM_BUILD_TESTS=ON
+cmake --build build -j"$(nproc)"
+cd build
+ctest --output-on-failure --timeout 120 "$@"
