@@ -1,6 +1,8 @@
 #include "shm_device.hpp"
 
+#include <linux/membarrier.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -36,7 +38,9 @@ std::unique_ptr<ShmDevice> ShmDevice::open(const DeviceConfig& cfg, uint64_t hos
   uint32_t uid = getuid();
   cleanup_stale(cfg.region.dir, uid);
   uint64_t key = random_key();
-  if (int rc = d->own_.create(cfg.region, key, host)) {
+  // Registered processes can be fenced by a sleeping owner (see send()).
+  d->fence_free_ = syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+  if (int rc = d->own_.create(cfg.region, key, host, d->fence_free_)) {
     *err = rc;
     return nullptr;
   }
@@ -152,8 +156,9 @@ int ShmDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
   if (!p.region.mapped()) {
     if (int rc = map_peer(p)) return rc;
   }
+  bool compact = hdr.op == kPktEager && hdr.offset == 0 && hdr.msg_len == len && len <= kCompactInline;
   int chunk = -1;
-  if (len > kCellInline) {
+  if (!compact && len > kCellInline) {
     if (len > cfg_.region.chunk_size) return -FI_EINVAL;
     chunk = alloc_chunk();
     if (chunk < 0) {
@@ -162,39 +167,50 @@ int ShmDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
     }
   }
   RegionHdr* rh = p.region.hdr();
-  Cell* cells = p.region.cells();
-  uint64_t mask = rh->cells - 1;
+  uint64_t ncells = rh->cells;
   uint64_t pos = rh->tail.load(std::memory_order_relaxed);
-  Cell* c;
   for (;;) {
-    c = &cells[pos & mask];
-    uint64_t seq = c->seq.load(std::memory_order_acquire);
-    int64_t diff = int64_t(seq) - int64_t(pos);
-    if (diff == 0) {
-      if (rh->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) break;
-    } else if (diff < 0) {
-      if (chunk >= 0) own_.states()[chunk].busy.store(0, std::memory_order_release);
-      st_.full_queue++;
-      return -FI_EAGAIN;
-    } else {
-      pos = rh->tail.load(std::memory_order_relaxed);
+    if (pos - p.head_cache >= ncells) {
+      p.head_cache = rh->head.load(std::memory_order_acquire);
+      if (pos - p.head_cache >= ncells) {
+        if (chunk >= 0) own_.states()[chunk].busy.store(0, std::memory_order_release);
+        st_.full_queue++;
+        return -FI_EAGAIN;
+      }
     }
+    if (rh->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) break;
   }
+  Cell* c = &p.region.cells()[pos & (ncells - 1)];
   c->src_key = name_.key;
   c->len = uint32_t(len);
-  c->hdr = hdr;
-  if (chunk < 0) {
-    c->chunk = kInline;
-    iov_copy_from(iov, iovcnt, offset, c->data, len);
+  c->flags = hdr.flags;
+  if (compact) {
+    c->fmt = kFmtCompact;
+    c->op = kPktEager;
+    c->compact.tag = hdr.tag;
+    c->compact.cq_data = hdr.cq_data;
+    iov_copy_from(iov, iovcnt, offset, c->compact.data, len);
     st_.tx_inline++;
   } else {
-    c->chunk = uint32_t(chunk);
-    iov_copy_from(iov, iovcnt, offset, own_.chunk(uint32_t(chunk)), len);
-    st_.tx_chunk++;
+    c->fmt = kFmtFull;
+    c->op = hdr.op;
+    c->full.hdr = hdr;
+    if (chunk < 0) {
+      c->full.chunk = kInline;
+      iov_copy_from(iov, iovcnt, offset, c->full.data, len);
+      st_.tx_inline++;
+    } else {
+      c->full.chunk = uint32_t(chunk);
+      iov_copy_from(iov, iovcnt, offset, own_.chunk(uint32_t(chunk)), len);
+      st_.tx_chunk++;
+    }
   }
   c->seq.store(pos + 1, std::memory_order_release);
   st_.tx_pkts++;
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Dekker with a sleeping owner: either side must fence. Owners that run
+  // membarrier() before sleeping take that cost off the send path.
+  if (!fence_free_ || !rh->fence_free) std::atomic_thread_fence(std::memory_order_seq_cst);
+  else std::atomic_signal_fence(std::memory_order_seq_cst);
   if (rh->sleeping.load(std::memory_order_relaxed)) {
     p.region.wake();
     st_.wakes++;
@@ -209,23 +225,41 @@ int ShmDevice::poll(PacketSink& sink, int budget) noexcept {
     Cell* c = &cells[head_ & mask_];
     if (c->seq.load(std::memory_order_acquire) != head_ + 1) break;
     PeerId peer = peer_for_key(c->src_key);
-    const void* payload = c->data;
+    PktHdr local;
+    const PktHdr* hdr = &local;
+    const void* payload = nullptr;
     // Taken before the callback, which may grow peers_: mappings stay put.
     std::atomic<uint32_t>* release = nullptr;
     bool ok = peer != kNoPeer;
-    if (ok && c->chunk != kInline) {
-      Peer& p = peers_[peer];
-      ok = map_peer(p) == 0 && c->chunk < p.region.hdr()->chunks &&
-           c->len <= p.region.hdr()->chunk_size;
-      if (ok) {
-        payload = p.region.chunk(c->chunk);
-        release = &p.region.states()[c->chunk].busy;
+    if (ok && c->fmt == kFmtCompact) {
+      local = PktHdr{};
+      local.op = kPktEager;
+      local.flags = c->flags;
+      local.seg_len = c->len;
+      local.tag = c->compact.tag;
+      local.cq_data = c->compact.cq_data;
+      local.msg_len = c->len;
+      payload = c->compact.data;
+      ok = c->len <= kCompactInline;
+    } else if (ok && c->fmt == kFmtFull) {
+      hdr = &c->full.hdr;
+      if (c->full.chunk == kInline) {
+        payload = c->full.data;
+        ok = c->len <= kCellInline;
+      } else {
+        Peer& p = peers_[peer];
+        uint32_t ch = c->full.chunk;
+        ok = map_peer(p) == 0 && ch < p.region.hdr()->chunks && c->len <= p.region.hdr()->chunk_size;
+        if (ok) {
+          payload = p.region.chunk(ch);
+          release = &p.region.states()[ch].busy;
+        }
       }
-    } else if (ok && c->len > kCellInline) {
+    } else {
       ok = false;
     }
     if (ok) {
-      RxPacket pkt{peer, &c->hdr, payload, c->len};
+      RxPacket pkt{peer, hdr, payload, c->len};
       sink.on_packet(pkt);
       st_.rx_pkts++;
     } else {
@@ -233,10 +267,10 @@ int ShmDevice::poll(PacketSink& sink, int budget) noexcept {
       PM_WARN(FI_LOG_EP_DATA, "dropping a malformed packet or one from an unknown sender");
     }
     if (release) release->store(0, std::memory_order_release);
-    c->seq.store(head_ + mask_ + 1, std::memory_order_release);
     head_++;
     n++;
   }
+  if (n) own_.hdr()->head.store(head_, std::memory_order_release);
   return n;
 }
 
@@ -281,6 +315,10 @@ bool ShmDevice::peer_alive(PeerId peer) noexcept {
 
 void ShmDevice::arm_wait(bool armed) noexcept {
   own_.hdr()->sleeping.store(armed ? 1 : 0, std::memory_order_seq_cst);
+  // Senders read `sleeping` without a fence: make every registered process
+  // pass a full barrier, so a packet published before it is visible to the
+  // caller's next poll, and a packet published after it sees the flag.
+  if (armed && fence_free_) syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0);
 }
 
 void ShmDevice::drain_wait() noexcept {

@@ -53,6 +53,7 @@ class ShmDevice final : public Device {
     uint64_t first_try_ns = 0;
     enum { kUnknown, kYes, kNo } cma = kUnknown;
     bool failed = false;
+    uint64_t head_cache = 0;  // last `head` read from the peer's region
   };
   explicit ShmDevice(const DeviceConfig& cfg) : cfg_(cfg) {}
   int map_peer(Peer& p) noexcept;
@@ -70,6 +71,7 @@ class ShmDevice final : public Device {
   uint64_t last_key_ = 0;
   PeerId last_peer_ = kNoPeer;
   bool cma_self_ = false;
+  bool fence_free_ = false;  // registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED
 
   struct Stats {
     uint64_t tx_pkts = 0, tx_inline = 0, tx_chunk = 0, rx_pkts = 0, cma_reads = 0, cma_bytes = 0;

@@ -13,10 +13,11 @@
 //   [RegionHdr, 4 KiB] [cells: N x 256 B receive queue]
 //   [chunk states: M x 64 B] [chunks: M x chunk_size bounce buffers]
 // The receive queue is a bounded multi-producer queue owned by the receiver:
-// a producer claims a position by CAS on `tail`, fills the cell, then
-// publishes it by storing seq = pos + 1; the receiver consumes at `head`
-// and frees the cell by storing seq = pos + N. Bounce chunks live in the
-// SENDER's region: the sender sets a chunk busy, the receiver clears it.
+// a producer claims a position by CAS on `tail` (only while pos < head + N),
+// fills the cell, then publishes it by storing seq = pos + 1; the receiver
+// consumes at its private head and publishes `head` after each batch. Bounce
+// chunks live in the SENDER's region: the sender sets a chunk busy, the
+// receiver clears it.
 #pragma once
 
 #include <atomic>
@@ -67,25 +68,55 @@ struct alignas(64) RegionHdr {
   uint32_t chunk_size;
   uint64_t states_off;
   uint64_t chunks_off;
-  alignas(64) std::atomic<uint64_t> tail;      // producers
+  uint32_t fence_free;   // 1: the owner runs membarrier() before it sleeps,
+                         // so senders need no fence before reading `sleeping`
+  alignas(64) std::atomic<uint64_t> tail;      // producers: next position to claim
+  alignas(64) std::atomic<uint64_t> head;      // owner: positions below are consumed
   alignas(64) std::atomic<uint32_t> sleeping;  // owner waits on its FIFO
 };
 static_assert(sizeof(RegionHdr) <= 4096);
-static_assert(offsetof(RegionHdr, tail) % 64 == 0);
+static_assert(offsetof(RegionHdr, tail) % 64 == 0 && offsetof(RegionHdr, head) % 64 == 0);
+
+// A queue cell. `seq` = pos + 1 publishes the cell for position pos; the
+// owner never writes cells (free space is `head`), so a small message costs
+// one cache line moving from sender to receiver. Two body formats:
+//  compact (single-packet eager message, payload inline): tag, cq_data, data
+//  full (anything else): chunk index, the whole core header, data
+enum CellFmt : uint8_t { kFmtCompact = 1, kFmtFull = 2 };
 
 constexpr size_t kCellSize = 256;
-constexpr size_t kCellInline = kCellSize - 24 - sizeof(PktHdr);
+
+struct CompactBody {
+  uint64_t tag;
+  uint64_t cq_data;
+  uint8_t data[kCellSize - 24 - 16];
+};
+struct FullBody {
+  uint32_t chunk;        // kInline, or a chunk index in the sender's region
+  uint32_t reserved;
+  PktHdr hdr;
+  uint8_t data[kCellSize - 24 - 56];
+};
 
 struct alignas(64) Cell {
   std::atomic<uint64_t> seq;
   uint64_t src_key;      // sender's region key
+  uint8_t fmt;
+  uint8_t op;            // compact: the packet flags' owner op (kPktEager)
+  uint8_t flags;         // compact: PktHdr flags
+  uint8_t reserved;
   uint32_t len;          // payload bytes
-  uint32_t chunk;        // kInline, or a chunk index in the sender's region
-  PktHdr hdr;
-  uint8_t data[kCellInline];
+  union {
+    CompactBody compact;
+    FullBody full;
+  };
 };
 static_assert(sizeof(Cell) == kCellSize);
-static_assert(offsetof(Cell, hdr) == 24);
+static_assert(offsetof(Cell, compact) == 24 && offsetof(Cell, full) == 24);
+static_assert(offsetof(Cell, compact) + offsetof(CompactBody, data) == 40);
+
+constexpr size_t kCompactInline = sizeof(CompactBody::data);  // 216
+constexpr size_t kCellInline = sizeof(FullBody::data);        // 176
 
 struct alignas(64) ChunkState {
   std::atomic<uint32_t> busy;

@@ -130,7 +130,7 @@ void Region::unmap() {
   owner_ = false;
 }
 
-int Region::create(const RegionConfig& cfg, uint64_t key, uint64_t host) {
+int Region::create(const RegionConfig& cfg, uint64_t key, uint64_t host, bool fence_free) {
   size_t cells_off = 4096;
   size_t states_off = align_up(cells_off + size_t(cfg.cells) * kCellSize, 64);
   size_t chunks_off = align_up(states_off + size_t(cfg.chunks) * sizeof(ChunkState), 4096);
@@ -196,7 +196,9 @@ int Region::create(const RegionConfig& cfg, uint64_t key, uint64_t host) {
   h->chunk_size = cfg.chunk_size;
   h->states_off = states_off;
   h->chunks_off = chunks_off;
-  for (uint32_t i = 0; i < cfg.cells; i++) new (&cells()[i].seq) std::atomic<uint64_t>(i);
+  h->fence_free = fence_free ? 1 : 0;
+  for (uint32_t i = 0; i < cfg.cells; i++) new (&cells()[i].seq) std::atomic<uint64_t>(0);
+  h->head.store(0);
   for (uint32_t i = 0; i < cfg.chunks; i++) new (&states()[i].busy) std::atomic<uint32_t>(0);
   h->sleeping.store(0);
   // Publishing the magic last would need a release; the tail store orders it.

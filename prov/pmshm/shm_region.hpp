@@ -28,7 +28,7 @@ class Region {
   ~Region();
 
   // Creates this endpoint's region; 0 or a negative FI_E* code.
-  int create(const RegionConfig& cfg, uint64_t key, uint64_t host);
+  int create(const RegionConfig& cfg, uint64_t key, uint64_t host, bool fence_free);
   // Maps a peer's region; 0, -FI_ENOENT (not there yet), or another error.
   int open(const std::string& dir, uint32_t uid, uint64_t key);
   // A peer region: true while its owner holds its lock.
