@@ -100,9 +100,16 @@ const void* ShmDevice::peer_name(PeerId peer, size_t* len) const noexcept {
 
 int ShmDevice::map_peer(Peer& p) noexcept {
   if (p.region.mapped()) return 0;
+  if (p.dead) return -FI_ECONNRESET;
   if (p.failed) return -FI_EHOSTUNREACH;
   int rc = p.region.open(cfg_.region.dir, p.name.uid, p.name.key);
-  if (rc == 0) return 0;
+  if (rc == 0) {
+    // The key found a region: it must be the endpoint the name describes.
+    const RegionHdr* h = p.region.hdr();
+    if (h->owner_pid == p.name.pid && h->host == p.name.host && h->uid == p.name.uid) return 0;
+    p.region = Region();
+    rc = -FI_EINVAL;
+  }
   uint64_t now = now_ns();
   if (!p.first_try_ns) p.first_try_ns = now;
   if (rc == -FI_ENOENT && now - p.first_try_ns < uint64_t(cfg_.connect_timeout_ms) * 1000000ull)
@@ -310,7 +317,17 @@ bool ShmDevice::peer_alive(PeerId peer) noexcept {
     if (rc == -FI_EAGAIN) return true;  // still within the connect timeout
     if (rc) return false;
   }
-  return p.region.owner_alive();
+  if (p.region.owner_alive()) return true;
+  // Dead: later sends fail at once, and its files go (nobody holds its lock).
+  PM_WARN(FI_LOG_EP_DATA, "peer %s died; removing its region %s", format_name(p.name).c_str(),
+          p.region.path().c_str());
+  unlink(p.region.path().c_str());
+  unlink((p.region.path() + ".wake").c_str());
+  p.region = Region();
+  p.dead = true;
+  p.cma = Peer::kNo;
+  if (last_peer_ == peer) last_key_ = 0;
+  return false;
 }
 
 void ShmDevice::arm_wait(bool armed) noexcept {

@@ -52,7 +52,8 @@ class ShmDevice final : public Device {
     Region region;
     uint64_t first_try_ns = 0;
     enum { kUnknown, kYes, kNo } cma = kUnknown;
-    bool failed = false;
+    bool failed = false;     // never reached
+    bool dead = false;       // its owner died
     uint64_t head_cache = 0;  // last `head` read from the peer's region
   };
   explicit ShmDevice(const DeviceConfig& cfg) : cfg_(cfg) {}
