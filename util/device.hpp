@@ -62,6 +62,16 @@ class Device {
   virtual int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov,
                    size_t iovcnt, size_t offset, size_t len) noexcept = 0;
 
+  // Hands packets queued by send() to the hardware (end of a burst).
+  virtual void flush() noexcept {}
+
+  // Delivery tracking for devices that acknowledge: the ticket of the last
+  // packet sent to `peer`, and whether it arrived (1), is in flight (0) or
+  // never will (negative FI_E* code). Devices that deliver at send time
+  // (shared memory) report everything arrived.
+  virtual uint64_t tx_ticket(PeerId peer) const noexcept { return 0; }
+  virtual int tx_state(PeerId peer, uint64_t ticket) noexcept { return 1; }
+
   // Delivers up to `budget` received packets to the sink; returns how many.
   // An empty poll is a read of local memory.
   virtual int poll(PacketSink& sink, int budget) noexcept = 0;

@@ -28,6 +28,15 @@ Endpoint::Endpoint(const EpConfig& c) : cfg(c) {
         fi_freeinfo(hints);
         FT_CHECK(rc == 0 && info, "fi_getinfo(prov=%s, RDM, caps=%s) failed: %d (%s)",
                  g_opt.prov.c_str(), flags_str(cfg.caps).c_str(), rc, errstr(rc));
+        // The list may also hold utility providers layered on this one
+        // ("<prov>;ofi_rxd"): take the provider itself.
+        fi_info* own = nullptr;
+        for (fi_info* i = info; i && !own; i = i->next)
+            if (i->fabric_attr->prov_name && g_opt.prov == i->fabric_attr->prov_name) own = i;
+        FT_CHECK(own != nullptr, "fi_getinfo(prov=%s) listed only layered providers", g_opt.prov.c_str());
+        own = fi_dupinfo(own);
+        fi_freeinfo(info);
+        info = own;
         FT_CALL(fi_fabric(info->fabric_attr, &fabric, nullptr));
         FT_CALL(fi_domain(fabric, info, &domain, nullptr));
         fi_av_attr av_attr{};

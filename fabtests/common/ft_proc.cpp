@@ -241,6 +241,24 @@ void oob_recv(int peer, void* buf, size_t len, double timeout_s, const ProgressF
     }
 }
 
+void wait_peer_gone(int peer, double timeout_s, const ProgressFn& progress) {
+    int fd = fd_for(peer);
+    double deadline = now_s() + timeout_s;
+    for (;;) {
+        pollfd pfd{fd, POLLIN, 0};
+        int n = poll(&pfd, 1, progress ? 0 : 50);
+        if (n > 0) {
+            char c;
+            ssize_t got = ::recv(fd, &c, 1, 0);
+            if (got == 0 || (got < 0 && errno == ECONNRESET)) return;
+            FT_CHECK(got > 0 || errno == EINTR, "OOB recv: %s", std::strerror(errno));
+            // stray bytes from the peer are ignored: it is on its way out
+        }
+        if (progress) progress();
+        FT_CHECK(now_s() < deadline, "rank %d did not exit within %.1fs", peer, timeout_s);
+    }
+}
+
 void oob_send_bytes(int peer, const std::vector<uint8_t>& v) {
     uint32_t n = (uint32_t)v.size();
     oob_send(peer, &n, sizeof n);

@@ -62,6 +62,9 @@ void wait_signal(int peer, uint32_t code, double timeout_s = kOobTimeout,
 // All ranks meet. Each rank sends to every other and waits for every other.
 void barrier(const ProgressFn& progress = nullptr);
 
+// Wait until `peer` has exited (its OOB channel reports end-of-file).
+void wait_peer_gone(int peer, double timeout_s, const ProgressFn& progress = nullptr);
+
 // PID of another rank (exchanged at start-up).
 int peer_pid(int peer);
 

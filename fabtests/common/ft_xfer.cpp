@@ -82,4 +82,49 @@ Comp complete_send(Endpoint& ep, Xfer& x, double timeout_s) {
     return c;
 }
 
+std::string send_expect_failure(Endpoint& ep, fi_addr_t dest, size_t len, double bound_s) {
+    // Kept alive on purpose: if the send is still pending when we fail, the
+    // process exits without touching it again.
+    static std::vector<std::unique_ptr<Xfer>> keep;
+    auto x = std::make_unique<Xfer>();
+    x->buf = make_buf(len);
+    fill(x->buf.data(), len, 0xBAD);
+    x->tagged = true;
+    x->what = "send to a bad address (" + human_size(len) + ")";
+    const double t0 = now_s();
+    char out[160];
+    for (;;) {
+        ssize_t rc = fi_tsend(ep.ep, x->buf.data(), len, nullptr, dest, 0xBAD, &x->ctx.fctx);
+        if (rc == 0) break;
+        if (rc != -FI_EAGAIN) {
+            std::snprintf(out, sizeof out, "fi_tsend refused it with %zd (%s) after %.3fs", rc, errstr(rc),
+                          now_s() - t0);
+            return out;
+        }
+        ep.progress();
+        FT_CHECK(now_s() - t0 < bound_s, "%s: fi_tsend still returns -FI_EAGAIN after %.1fs (a hang)",
+                 x->what.c_str(), bound_s);
+    }
+    Xfer* p = x.get();
+    keep.push_back(std::move(x));
+    double left = bound_s - (now_s() - t0);
+    Comp c = ep.wait_ctx(&p->ctx, (p->what + ": waiting for its error completion").c_str(), left > 0 ? left : 0);
+    FT_CHECK(c.is_err, "%s: expected an error completion, saw success %s", p->what.c_str(), describe(c).c_str());
+    FT_CHECK(c.err > 0, "%s: error entry err must be a positive errno, saw %d", p->what.c_str(), c.err);
+    std::snprintf(out, sizeof out, "error completion err=%d (%s) after %.3fs", c.err, errstr(c.err), now_s() - t0);
+    return out;
+}
+
+std::string send_to_name_expect_failure(Endpoint& ep, const std::vector<uint8_t>& name, size_t len,
+                                        double bound_s) {
+    fi_addr_t fa = FI_ADDR_NOTAVAIL;
+    int rc = fi_av_insert(ep.av, name.data(), 1, &fa, 0, nullptr);
+    if (rc != 1 || fa == FI_ADDR_NOTAVAIL) {
+        char out[96];
+        std::snprintf(out, sizeof out, "fi_av_insert refused it (returned %d)", rc);
+        return out;
+    }
+    return send_expect_failure(ep, fa, len, bound_s);
+}
+
 }  // namespace ft

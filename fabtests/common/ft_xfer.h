@@ -49,6 +49,16 @@ Comp complete_send(Endpoint& ep, Xfer& x, double timeout_s = kWait);
 void check_recv_comp(const Comp& c, bool tagged, const RecvExpect& e, const void* posted_buf,
                      const char* what);
 
+// Send `len` bytes to an address that must not work (removed, closed or
+// non-existent peer). Passes if fi_tsend returns an error other than
+// -FI_EAGAIN, or if the send completes with an error entry, all within
+// bound_s seconds; fails on a successful completion or if the bound passes
+// (a hang). Returns a description of how it failed.
+std::string send_expect_failure(Endpoint& ep, fi_addr_t dest, size_t len, double bound_s);
+// Same, inserting `name` first; an fi_av_insert refusal also passes.
+std::string send_to_name_expect_failure(Endpoint& ep, const std::vector<uint8_t>& name, size_t len,
+                                        double bound_s);
+
 // Scratch buffer large enough for `len` (never zero-sized).
 inline std::vector<uint8_t> make_buf(size_t len) { return std::vector<uint8_t>(len ? len : 1); }
 

@@ -10,6 +10,7 @@
 #include "base/host_id.hpp"
 #include "base/log.hpp"
 #include "base/param.hpp"
+#include "core/info_template.hpp"
 #include "core/provider.hpp"
 #include "core/tag_matcher.hpp"
 #include "shm_device.hpp"
@@ -27,14 +28,7 @@ const ParamSpec kParams[] = {
     {"queue_cells", T::kSize, "receive queue cells of 256 bytes per endpoint (a power of two)", "1024"},
     {"chunk_size", T::kSize, "bytes per bounce buffer (largest packet)", "32768"},
     {"chunk_count", T::kSize, "bounce buffers per endpoint", "32"},
-    {"rndv_threshold", T::kSize,
-     "messages above this many bytes use rendezvous (single copy by CMA, or copies on request)", "16384"},
-    {"tx_size", T::kSize, "outstanding sends per endpoint", "256"},
-    {"rx_size", T::kSize, "outstanding posted receives per endpoint", "1024"},
-    {"spin_us", T::kInt, "microseconds a blocking read polls before it sleeps", "50"},
-    {"peer_timeout_ms", T::kInt, "how often a peer with outstanding operations is checked for life", "1000"},
     {"connect_timeout_ms", T::kInt, "how long a peer's region may be missing before sends to it fail", "2000"},
-    {"stats", T::kBool, "print per-endpoint statistics at close (FI_LOG_LEVEL=warn)", "0"},
 };
 
 constexpr uint32_t kProvVersion = FI_VERSION(1, 0);
@@ -52,63 +46,23 @@ class PmShm final : public ProviderDef {
   }
 
   fi_info* templates(std::string* why) override {
-    fi_info* i = fi_allocinfo();
-    if (!i) {
-      *why = "out of memory";
-      return nullptr;
-    }
-    constexpr uint64_t kTx = FI_MSG | FI_TAGGED | FI_SEND;
-    constexpr uint64_t kRx = FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV;
-    i->caps = kTx | kRx | FI_LOCAL_COMM;
-    i->mode = 0;
-    i->addr_format = FI_FORMAT_UNSPEC;
-    i->tx_attr->caps = kTx;
-    i->tx_attr->msg_order = FI_ORDER_SAS;
-    i->tx_attr->comp_order = FI_ORDER_NONE;
-    i->tx_attr->inject_size = 4096;
-    i->tx_attr->size = tx_size();
-    i->tx_attr->iov_limit = kMaxIov;
-    i->rx_attr->caps = kRx;
-    i->rx_attr->msg_order = FI_ORDER_SAS;
-    i->rx_attr->comp_order = FI_ORDER_NONE;
-    i->rx_attr->size = rx_size();
-    i->rx_attr->iov_limit = kMaxIov;
-    i->ep_attr->type = FI_EP_RDM;
-    i->ep_attr->protocol = FI_PROTO_UNSPEC;
-    i->ep_attr->protocol_version = 1;
-    i->ep_attr->max_msg_size = SIZE_MAX;
-    i->ep_attr->mem_tag_format = 0xAAAAAAAAAAAAAAAAull;  // all 64 bits usable
-    i->ep_attr->tx_ctx_cnt = 1;
-    i->ep_attr->rx_ctx_cnt = 1;
-    fi_domain_attr* d = i->domain_attr;
-    d->name = strdup("pmshm");
-    d->threading = FI_THREAD_SAFE;
-    d->control_progress = FI_PROGRESS_MANUAL;
-    d->data_progress = FI_PROGRESS_MANUAL;
-    d->resource_mgmt = FI_RM_ENABLED;
-    d->av_type = FI_AV_UNSPEC;
-    d->mr_mode = 0;
-    d->mr_key_size = sizeof(uint64_t);
-    d->cq_data_size = sizeof(uint64_t);
-    d->cq_cnt = 1024;
-    d->ep_cnt = 1024;
-    d->tx_ctx_cnt = 1024;
-    d->rx_ctx_cnt = 1024;
-    d->max_ep_tx_ctx = 1;
-    d->max_ep_rx_ctx = 1;
-    d->mr_cnt = 65536;
-    d->caps = FI_LOCAL_COMM;
-    i->fabric_attr->name = strdup("pmshm");
-    i->fabric_attr->prov_version = kProvVersion;
-    if (!d->name || !i->fabric_attr->name) {
-      fi_freeinfo(i);
-      *why = "out of memory";
-      return nullptr;
-    }
+    TemplateDesc d;
+    d.fabric_name = "pmshm";
+    d.domain_name = "pmshm";
+    d.prov_version = kProvVersion;
+    d.comm_caps = FI_LOCAL_COMM;
+    d.tx_size = g_params.get_size("tx_size");
+    d.rx_size = g_params.get_size("rx_size");
+    fi_info* i = make_template(d);
+    if (!i) *why = "out of memory";
     return i;
   }
 
-  std::unique_ptr<Device> open_device(Domain&, const fi_info&, int* err) override {
+  std::unique_ptr<Device> open_device(Domain&, const fi_info& info, int* err) override {
+    if (info.ep_attr->type != FI_EP_RDM) {
+      *err = -FI_EINVAL;
+      return nullptr;
+    }
     DeviceConfig cfg;
     cfg.region.dir = g_params.get_string("dir");
     size_t cells = g_params.get_size("queue_cells");
@@ -125,12 +79,6 @@ class PmShm final : public ProviderDef {
     return ShmDevice::open(cfg, host_id(), err);
   }
 
-  size_t rndv_threshold() const override { return g_params.get_size("rndv_threshold"); }
-  size_t tx_size() const override { return g_params.get_size("tx_size"); }
-  size_t rx_size() const override { return g_params.get_size("rx_size"); }
-  int spin_us() const override { return int(g_params.get_int("spin_us")); }
-  int peer_timeout_ms() const override { return int(g_params.get_int("peer_timeout_ms")); }
-  bool print_stats() const override { return g_params.get_bool("stats"); }
 };
 
 PmShm g_pmshm;
@@ -140,8 +88,7 @@ fi_provider g_fi_prov;
 }  // namespace pm::shm
 
 extern "C" __attribute__((visibility("default"))) fi_provider* fi_prov_ini(void) {
-  pm::init_fi_provider(&pm::shm::g_fi_prov, &pm::shm::g_pmshm, pm::shm::kProvVersion);
-  pm::g_params.define(&pm::shm::g_fi_prov, pm::shm::kParams,
-                      sizeof(pm::shm::kParams) / sizeof(pm::shm::kParams[0]));
+  pm::init_fi_provider(&pm::shm::g_fi_prov, &pm::shm::g_pmshm, pm::shm::kProvVersion, pm::shm::kParams,
+                       sizeof(pm::shm::kParams) / sizeof(pm::shm::kParams[0]));
   return &pm::shm::g_fi_prov;
 }

@@ -24,9 +24,8 @@ static fi_param_type to_fi(ParamSpec::Type t) {
 
 void Params::define(const fi_provider* prov, const ParamSpec* specs, size_t n) {
   prov_ = prov;
-  specs_ = specs;
-  n_ = n;
   for (size_t i = 0; i < n; i++) {
+    specs_.push_back(&specs[i]);
     std::string help = std::string(specs[i].help) + " (default: " + specs[i].dflt + ")";
     // libfabric keeps the pointer to the help text: give it a stable copy.
     fi_param_define(prov, specs[i].name, to_fi(specs[i].type), "%s", strdup(help.c_str()));
@@ -34,8 +33,8 @@ void Params::define(const fi_provider* prov, const ParamSpec* specs, size_t n) {
 }
 
 const ParamSpec* Params::find(const char* name) const {
-  for (size_t i = 0; i < n_; i++)
-    if (strcmp(specs_[i].name, name) == 0) return &specs_[i];
+  for (const ParamSpec* s : specs_)
+    if (strcmp(s->name, name) == 0) return s;
   return nullptr;
 }
 

@@ -24,7 +24,8 @@ struct ParamSpec {
 // Values read from the environment; lookups by name are start-up only.
 class Params {
  public:
-  // Registers every spec with libfabric; call from fi_prov_ini only.
+  // Registers every spec with libfabric; call from fi_prov_ini only. May be
+  // called more than once (the core's table, then the provider's).
   void define(const fi_provider* prov, const ParamSpec* specs, size_t n);
   long long get_int(const char* name) const;
   size_t get_size(const char* name) const;
@@ -34,8 +35,7 @@ class Params {
  private:
   const ParamSpec* find(const char* name) const;
   const fi_provider* prov_ = nullptr;
-  const ParamSpec* specs_ = nullptr;
-  size_t n_ = 0;
+  std::vector<const ParamSpec*> specs_;
 };
 
 extern Params g_params;

@@ -13,6 +13,7 @@
 #include "base/log.hpp"
 #include "core/domain.hpp"
 #include "core/endpoint.hpp"
+#include "base/param.hpp"
 #include "core/provider.hpp"
 
 namespace pm {
@@ -39,6 +40,7 @@ Cq::Cq(Domain& dom, const fi_cq_attr& attr, void* context) : dom_(dom) {
   format_ = attr.format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr.format;
   wait_obj_ = attr.wait_obj;
   entry_size_ = format_size(format_);
+  spin_ns_ = uint64_t(g_params.get_int("spin_us")) * 1000;
 }
 
 Cq::~Cq() = default;
@@ -145,7 +147,7 @@ ssize_t Cq::readerr(fi_cq_err_entry* buf, uint64_t flags) {
 ssize_t Cq::sread(void* buf, size_t count, fi_addr_t* src, const void* cond, int timeout) {
   if (wait_obj_ == FI_WAIT_NONE) return -FI_EINVAL;
   uint64_t start = now_ns();
-  uint64_t spin_ns = uint64_t(g_provdef->spin_us()) * 1000;
+  uint64_t spin_ns = spin_ns_;
   uint64_t limit = timeout < 0 ? UINT64_MAX : uint64_t(timeout) * 1000000ull;
   std::unique_lock<std::mutex> g(dom_.lock());
   for (;;) {

@@ -59,6 +59,7 @@ class Cq {
   fi_cq_format format_;
   fi_wait_obj wait_obj_;
   size_t entry_size_;
+  uint64_t spin_ns_;
   std::deque<Completion> q_;
   std::vector<Endpoint*> eps_;
   UniqueFd epfd_;

@@ -119,7 +119,8 @@ int pm_cq_open(fid_domain* f, fi_cq_attr* attr, fid_cq** out, void* ctx) noexcep
 int pm_endpoint(fid_domain* f, fi_info* info, fid_ep** out, void* ctx) noexcept {
   Domain* d = dom_of(f);
   return guard([&] {
-    if (!info || !info->ep_attr || (info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC))
+    if (!info || !info->ep_attr ||
+        (info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_DGRAM))
       return -FI_EINVAL;
     int err = 0;
     std::unique_ptr<Device> dev = g_provdef->open_device(*d, *info, &err);

@@ -10,6 +10,7 @@
 #include "core/av.hpp"
 #include "core/domain.hpp"
 #include "core/fabric.hpp"
+#include "base/param.hpp"
 #include "core/provider.hpp"
 
 namespace pm {
@@ -37,21 +38,24 @@ Endpoint::Endpoint(Domain& dom, const fi_info& info, std::unique_ptr<Device> dev
   box_.fid.atomic = &kEpAtomicOps;
   box_.fid.collective = &kEpCollOps;
 
-  const ProviderDef& def = *g_provdef;
-  tx_op_flags_ = info.tx_attr ? info.tx_attr->op_flags : 0;
+    tx_op_flags_ = info.tx_attr ? info.tx_attr->op_flags : 0;
   rx_op_flags_ = info.rx_attr ? info.rx_attr->op_flags : 0;
   inject_size_ = info.tx_attr ? info.tx_attr->inject_size : 0;
-  rndv_threshold_ = def.rndv_threshold();
-  peer_timeout_ns_ = uint64_t(def.peer_timeout_ms()) * 1000000ull;
+  rndv_threshold_ = g_params.get_size("rndv_threshold");
+  peer_timeout_ns_ = uint64_t(g_params.get_int("peer_timeout_ms")) * 1000000ull;
   source_ = (info.caps & FI_SOURCE) != 0;
+  if (info.ep_attr && info.ep_attr->type == FI_EP_DGRAM) {
+    dgram_ = true;
+    rndv_threshold_ = SIZE_MAX;
+  }
 
-  size_t ntx = info.tx_attr && info.tx_attr->size ? info.tx_attr->size : def.tx_size();
+  size_t ntx = info.tx_attr && info.tx_attr->size ? info.tx_attr->size : g_params.get_size("tx_size");
   tx_ops_ = std::vector<TxOp>(ntx);
   for (size_t i = ntx; i-- > 0;) {
     tx_ops_[i].index = uint32_t(i);
     tx_free_.push_back(&tx_ops_[i]);
   }
-  rx_size_ = info.rx_attr && info.rx_attr->size ? info.rx_attr->size : def.rx_size();
+  rx_size_ = info.rx_attr && info.rx_attr->size ? info.rx_attr->size : g_params.get_size("rx_size");
   dom_.add_ep(this);
 }
 
@@ -109,8 +113,10 @@ int Endpoint::enable() {
 int Endpoint::close() {
   // Give queued packets a bounded chance to leave before the device goes.
   uint64_t deadline = now_ns() + 200000000ull;
-  while ((!active_peers_.empty() || !ctrl_.empty()) && now_ns() < deadline) progress();
-  if (g_provdef->print_stats()) {
+  while ((!active_peers_.empty() || !ctrl_.empty() || !acking_.empty() || !streams_.empty()) &&
+         now_ns() < deadline)
+    progress();
+  if (g_params.get_bool("stats")) {
     std::string s = dev_->stats();
     if (!s.empty()) PM_WARN(FI_LOG_EP_CTRL, "statistics: %s", s.c_str());
   }
@@ -205,6 +211,8 @@ void Endpoint::progress() {
   if (!ctrl_.empty()) flush_ctrl();
   if (!active_peers_.empty()) progress_tx();
   if (!streams_.empty()) progress_streams();
+  if (!acking_.empty()) progress_acks();
+  dev_->flush();
   if (source_ && av_ && av_gen_seen_ != av_->generation()) {
     av_gen_seen_ = av_->generation();
     rematch_held();

@@ -27,7 +27,7 @@ class Domain;
 
 struct TxOp {
   ListHook hook;
-  enum State : uint8_t { kFree, kQueued, kWaitCts, kStreaming, kWaitFin };
+  enum State : uint8_t { kFree, kQueued, kWaitCts, kStreaming, kWaitFin, kWaitAck };
   State state = kFree;
   uint32_t index = 0;
   uint32_t gen = 0;
@@ -41,6 +41,7 @@ struct TxOp {
   size_t sent = 0;           // payload bytes handed to the device
   size_t limit = 0;          // bytes to stream (CTS-accepted length)
   uint64_t start_ns = 0;
+  uint64_t ticket = 0;       // device delivery ticket of the last packet
   std::unique_ptr<uint8_t[]> inject;  // copy of an injected payload
 };
 
@@ -116,6 +117,8 @@ class Endpoint final : public PacketSink {
   void progress_tx();
   void progress_streams();
   void complete_tx(TxOp* op, int err);
+  void sent_all(TxOp* op);           // last packet handed over
+  void progress_acks();
   void fail_peer_ops(PeerId peer, int err);
   void on_cts(PeerId peer, const PktHdr& h);
   void on_fin(PeerId peer, const PktHdr& h);
@@ -157,6 +160,7 @@ class Endpoint final : public PacketSink {
   bool enabled_ = false;
   bool selective_tx_ = false, selective_rx_ = false;
   bool source_ = false;      // FI_SOURCE: hold messages from unknown peers
+  bool dgram_ = false;       // FI_EP_DGRAM: one packet per message, unreliable
   uint64_t tx_op_flags_ = 0, rx_op_flags_ = 0;
   size_t inject_size_;
   size_t rndv_threshold_;
@@ -170,6 +174,7 @@ class Endpoint final : public PacketSink {
   std::vector<TxOp*> tx_free_;
   IntrusiveList<TxOp, &TxOp::hook> streams_;   // CTS-accepted, sending DATA
   IntrusiveList<TxOp, &TxOp::hook> waiting_;   // RTS sent, awaiting CTS/FIN
+  IntrusiveList<TxOp, &TxOp::hook> acking_;    // all sent, awaiting the device's ACK
   std::vector<std::unique_ptr<PeerState>> peers_;
   std::vector<PeerId> active_peers_;
   std::vector<fi_addr_t> addr_peer_cache_;     // fi_addr -> PeerId+1 (0 = none)

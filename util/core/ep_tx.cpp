@@ -54,6 +54,7 @@ ssize_t Endpoint::send(const struct iovec* iov, size_t iovcnt, fi_addr_t dest, u
   size_t len = iov_total(iov, iovcnt);
   bool inject = flags & FI_INJECT;
   if (inject && len > inject_size_) return -FI_EINVAL;
+  if (dgram_ && len > dev_->max_payload()) return -FI_EMSGSIZE;
   TxOp* op = alloc_tx();
   if (!op) return -FI_EAGAIN;
 
@@ -76,10 +77,15 @@ ssize_t Endpoint::send(const struct iovec* iov, size_t iovcnt, fi_addr_t dest, u
   PeerState& ps = peer_state(peer);
   bool was_empty = ps.queue.empty();
   ps.queue.push_back(op);
-  if (was_empty && advance_tx(op)) return 0;
+  if (was_empty && advance_tx(op)) {
+    dev_->flush();
+    return 0;
+  }
+  dev_->flush();
 
-  // Not sent now: an injected payload must be copied before returning.
-  if (inject && op->state == TxOp::kQueued && op->sent == 0) {
+  // Not all sent now: an injected payload must be copied before returning
+  // (offsets stay valid: the copy holds the whole message).
+  if (inject && op->state == TxOp::kQueued) {
     if (!op->inject) op->inject.reset(new uint8_t[inject_size_ ? inject_size_ : 1]);
     iov_copy_from(iov, iovcnt, 0, op->inject.get(), len);
     op->iov[0].iov_base = op->inject.get();
@@ -137,8 +143,34 @@ bool Endpoint::advance_tx(TxOp* op) {
     op->sent += seg;
   } while (op->sent < len);
   ps.queue.remove(op);
-  complete_tx(op, 0);
+  sent_all(op);
   return true;
+}
+
+// The op's data is all with the device: complete once the device says it
+// arrived (at once for devices that deliver at send time).
+void Endpoint::sent_all(TxOp* op) {
+  op->ticket = dev_->tx_ticket(op->peer);
+  int st = dev_->tx_state(op->peer, op->ticket);
+  if (st != 0) {
+    complete_tx(op, st > 0 ? 0 : -st);
+    return;
+  }
+  op->state = TxOp::kWaitAck;
+  op->start_ns = now_ns();
+  acking_.push_back(op);
+}
+
+void Endpoint::progress_acks() {
+  for (TxOp* op = acking_.front(); op;) {
+    TxOp* next = acking_.next(op);
+    int st = dev_->tx_state(op->peer, op->ticket);
+    if (st != 0) {
+      acking_.remove(op);
+      complete_tx(op, st > 0 ? 0 : -st);
+    }
+    op = next;
+  }
 }
 
 void Endpoint::progress_tx() {
@@ -180,7 +212,7 @@ void Endpoint::progress_streams() {
     }
     if (!failed && op->sent >= op->limit) {
       streams_.remove(op);
-      complete_tx(op, 0);
+      sent_all(op);
     }
     op = next;
   }
@@ -242,7 +274,7 @@ void Endpoint::flush_ctrl() {
 void Endpoint::fail_peer_ops(PeerId peer, int err) {
   PeerState& ps = peer_state(peer);
   while (TxOp* op = ps.queue.pop_front()) complete_tx(op, err);
-  for (auto* list : {&waiting_, &streams_})
+  for (auto* list : {&waiting_, &streams_, &acking_})
     while (TxOp* op = list->remove_first([&](TxOp* o) { return o->peer == peer; }))
       complete_tx(op, err);
   for (auto it = assemblies_.begin(); it != assemblies_.end();) {
@@ -275,7 +307,7 @@ void Endpoint::check_timers() {
     if (std::find(dead.begin(), dead.end(), peer) == dead.end() && !dev_->peer_alive(peer))
       dead.push_back(peer);
   };
-  for (auto* list : {&waiting_, &streams_})
+  for (auto* list : {&waiting_, &streams_, &acking_})
     for (TxOp* op = list->front(); op; op = list->next(op)) check(op->peer, op->start_ns);
   for (PeerId p : active_peers_)
     if (TxOp* op = peers_[p]->queue.front()) check(p, op->start_ns);

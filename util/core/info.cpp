@@ -8,6 +8,7 @@
 
 #include "abi/fid_box.hpp"
 #include "base/log.hpp"
+#include "base/param.hpp"
 #include "core/provider.hpp"
 
 namespace pm {
@@ -156,15 +157,35 @@ void pm_cleanup() noexcept {}
 
 }  // namespace
 
-void init_fi_provider(fi_provider* prov, ProviderDef* def, uint32_t version) {
+namespace {
+using T = ParamSpec::Type;
+// The core's knobs; every provider lists them under its own prefix.
+const ParamSpec kCoreParams[] = {
+    {"rndv_threshold", T::kSize,
+     "messages above this many bytes use rendezvous: the receiver pulls them once matched (single "
+     "copy where the device can), so an unexpected large message costs it a header",
+     "16384"},
+    {"tx_size", T::kSize, "outstanding sends per endpoint", "256"},
+    {"rx_size", T::kSize, "outstanding posted receives per endpoint", "1024"},
+    {"spin_us", T::kInt, "microseconds a blocking read polls before it sleeps on the devices' fds", "50"},
+    {"peer_timeout_ms", T::kInt,
+     "operations waiting this long on a peer make the provider check that the peer is alive", "1000"},
+    {"stats", T::kBool, "print per-endpoint (and per-peer) statistics at close, at FI_LOG_LEVEL=warn", "0"},
+};
+}  // namespace
+
+void init_fi_provider(fi_provider* prov, ProviderDef* def, uint32_t version, const ParamSpec* specs,
+                      size_t nspecs) {
   g_provdef = def;
   g_prov = prov;
   prov->version = version;
   prov->fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
-  prov->name = def->name();
+  prov->name = def->name();  // before the knobs: their names derive from it
   prov->getinfo = pm_getinfo;
   prov->fabric = pm_fabric;
   prov->cleanup = pm_cleanup;
+  g_params.define(prov, kCoreParams, sizeof kCoreParams / sizeof kCoreParams[0]);
+  g_params.define(prov, specs, nspecs);
 }
 
 }  // namespace pm

@@ -8,6 +8,7 @@
 #include <rdma/fabric.h>
 #include <rdma/providers/fi_prov.h>
 
+#include "base/param.hpp"
 #include "device.hpp"
 
 namespace pm {
@@ -27,18 +28,13 @@ class ProviderDef {
   virtual size_t name_len() const = 0;
   virtual bool name_valid(const void* name, size_t len) const = 0;
   virtual std::string name_str(const void* name, size_t len) const = 0;
-  // Knobs of the core that the provider exposes under its own prefix.
-  virtual size_t rndv_threshold() const = 0;
-  virtual size_t tx_size() const = 0;
-  virtual size_t rx_size() const = 0;
-  virtual int spin_us() const = 0;
-  virtual int peer_timeout_ms() const = 0;
-  virtual bool print_stats() const = 0;
 };
 
 extern ProviderDef* g_provdef;
 
-// Fills `prov` (name, versions, getinfo/fabric/cleanup) for fi_prov_ini.
-void init_fi_provider(fi_provider* prov, ProviderDef* def, uint32_t version);
+// Fills `prov` (name, versions, getinfo/fabric/cleanup) and registers the
+// core's knobs and then the provider's (`specs`) under the provider's prefix.
+void init_fi_provider(fi_provider* prov, ProviderDef* def, uint32_t version, const ParamSpec* specs,
+                      size_t nspecs);
 
 } // namespace pm

@@ -45,8 +45,7 @@ void init_libfabric() {
 
 void setup() {
   for (const char* e : kEnv) unsetenv(e);
-  // Keep fi_getinfo cheap: no provider matches, but libfabric still initialises.
-  setenv("FI_PROVIDER", "pmut_none", 1);
+  for (const char* e : {"FI_PMUTFAKE_RX_SIZE", "FI_PMUTFAKE_VERBOSE", "FI_PMUTFAKE_NOPE"}) unsetenv(e);
   init_libfabric();
   memset(&g_fake, 0, sizeof g_fake);
   g_fake.name = "pmutfake";
@@ -83,7 +82,8 @@ Test(params, defaults_when_the_environment_is_unset) {
   cr_assert_eq(g_p.get_bool("stats"), false);
   cr_assert_eq(g_p.get_bool("enabled"), true);
   cr_assert_eq(g_p.get_bool("word"), true);
-  cr_assert_str_eq(g_p.get_string("dir").c_str(), "/dev/shm");
+  std::string dir = g_p.get_string("dir");
+  cr_assert_str_eq(dir.c_str(), "/dev/shm");
 }
 
 Test(params, define_registers_every_knob_with_its_default_in_the_help) {
@@ -91,15 +91,16 @@ Test(params, define_registers_every_knob_with_its_default_in_the_help) {
   std::string help, value;
   cr_assert(listed("FI_PMUTFAKE_SPIN_US", &type, &help, &value), "FI_PMUTFAKE_SPIN_US not listed");
   cr_assert_eq(type, FI_PARAM_INT);
-  cr_assert_str_eq(help.c_str(), "microseconds to spin (default: 50)");
+  // libfabric puts the provider name in front of the help text.
+  cr_assert_str_eq(help.c_str(), "pmutfake: microseconds to spin (default: 50)");
   cr_assert(listed("FI_PMUTFAKE_CHUNK_SIZE", &type, &help, &value));
   cr_assert_eq(type, FI_PARAM_SIZE_T);
-  cr_assert_str_eq(help.c_str(), "bytes per chunk (default: 32768)");
+  cr_assert_str_eq(help.c_str(), "pmutfake: bytes per chunk (default: 32768)");
   cr_assert(listed("FI_PMUTFAKE_STATS", &type, &help, &value));
   cr_assert_eq(type, FI_PARAM_BOOL);
   cr_assert(listed("FI_PMUTFAKE_DIR", &type, &help, &value));
   cr_assert_eq(type, FI_PARAM_STRING);
-  cr_assert_str_eq(help.c_str(), "where regions live (default: /dev/shm)");
+  cr_assert_str_eq(help.c_str(), "pmutfake: where regions live (default: /dev/shm)");
   for (const char* e : kEnv) cr_assert(listed(e, &type, &help, &value), "%s not listed", e);
 }
 
@@ -147,7 +148,8 @@ Test(params, unparsable_bool_falls_back_to_the_default) {
 
 Test(params, string_from_the_environment) {
   setenv("FI_PMUTFAKE_DIR", "/tmp/pm-regions", 1);
-  cr_assert_str_eq(g_p.get_string("dir").c_str(), "/tmp/pm-regions");
+  std::string dir = g_p.get_string("dir");
+  cr_assert_str_eq(dir.c_str(), "/tmp/pm-regions");
   fi_param_type type;
   std::string help, value;
   cr_assert(listed("FI_PMUTFAKE_DIR", &type, &help, &value));
@@ -159,7 +161,8 @@ Test(params, unknown_knob_gives_zero_values) {
   cr_assert_eq(g_p.get_int("nope"), 0);
   cr_assert_eq(g_p.get_size("nope"), 0u);
   cr_assert_eq(g_p.get_bool("nope"), false);
-  cr_assert_str_eq(g_p.get_string("nope").c_str(), "");
+  std::string s = g_p.get_string("nope");
+  cr_assert_str_eq(s.c_str(), "");
 }
 
 Test(params, knobs_are_per_provider) {
@@ -170,6 +173,28 @@ Test(params, knobs_are_per_provider) {
   cr_assert_eq(g_p.get_int("spin_us"), 7);
 }
 
+Test(params, a_second_table_adds_its_knobs) {
+  // As the core's table and then the provider's are defined into one Params.
+  static const pm::ParamSpec more[] = {
+      {"rx_size", T::kSize, "posted receives", "1024"},
+      {"verbose", T::kBool, "chatty", "1"},
+  };
+  g_p.define(&g_fake, more, 2);
+  cr_assert_eq(g_p.get_size("rx_size"), 1024u);
+  cr_assert_eq(g_p.get_bool("verbose"), true);
+  cr_assert_eq(g_p.get_int("spin_us"), 50);  // the first table still answers
+  setenv("FI_PMUTFAKE_RX_SIZE", "64", 1);
+  setenv("FI_PMUTFAKE_VERBOSE", "0", 1);
+  setenv("FI_PMUTFAKE_SPIN_US", "8", 1);
+  cr_assert_eq(g_p.get_size("rx_size"), 64u);
+  cr_assert_eq(g_p.get_bool("verbose"), false);
+  cr_assert_eq(g_p.get_int("spin_us"), 8);
+  fi_param_type type;
+  std::string help, value;
+  cr_assert(listed("FI_PMUTFAKE_RX_SIZE", &type, &help, &value));
+  cr_assert_eq(type, FI_PARAM_SIZE_T);
+}
+
 // Before define (as before fi_prov_ini ran): defaults are not even known.
 Test(params_undefined, lookups_before_define_give_zero_values) {
   pm::Params p;
@@ -177,5 +202,6 @@ Test(params_undefined, lookups_before_define_give_zero_values) {
   cr_assert_eq(p.get_int("spin_us"), 0);
   cr_assert_eq(p.get_size("chunk_size"), 0u);
   cr_assert_eq(p.get_bool("enabled"), false);
-  cr_assert_str_eq(p.get_string("dir").c_str(), "");
+  std::string s = p.get_string("dir");
+  cr_assert_str_eq(s.c_str(), "");
 }

@@ -1,0 +1,63 @@
+// pmfabric benchmarks: shared pieces (result line, iteration counts, a
+// low-overhead completion waiter, the windowed streaming loop).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ft_fabric.h"
+
+namespace ft {
+
+// One machine-readable line:
+// prov=<p> test=<t> size=<n> iters=<i> lat_us=<..> bw_MBps=<..> mrate_Mps=<..>
+void print_result(const std::string& prov, const std::string& test, size_t size, long iters, double lat_us,
+                  double bw_MBps, double mrate_Mps);
+
+// -n if given, else `normal` (or `short_iters` with --short).
+long bench_iters(long normal, long short_iters);
+// -S if given, else the defaults.
+std::vector<size_t> bench_sizes(const std::vector<size_t>& defaults);
+inline bool verify_mode() { return g_opt.verbose; }  // -v verifies every payload
+
+// Completion waiter for benchmarks: reads the CQ directly and remembers
+// completed contexts, so waits for specific operations cost little.
+class BenchCq {
+public:
+    explicit BenchCq(Endpoint& ep) : ep_(ep) {}
+    void wait(void* ctx, const char* what);
+    void wait_all(const std::vector<OpCtx>& ctxs, size_t n, const char* what);
+    void poll();
+    // Retry while -FI_EAGAIN, polling the CQ in between; bounded.
+    template <class F>
+    void post(const char* what, F&& f) {
+        double deadline = -1;
+        for (unsigned spins = 0;; ++spins) {
+            ssize_t rc = f();
+            if (rc == 0) return;
+            FT_CHECK(rc == -FI_EAGAIN, "%s: %zd (%s)", what, rc, errstr(rc));
+            poll();
+            if (spins % 1024 == 0) {
+                double t = now_s();
+                if (deadline < 0) deadline = t + kWait;
+                FT_CHECK(t < deadline, "%s: -FI_EAGAIN for %.0fs", what, kWait);
+            }
+        }
+    }
+
+private:
+    bool take(void* ctx);
+    Endpoint& ep_;
+    std::vector<void*> done_;
+};
+
+enum class StreamOp { kTSend, kTInject };
+
+// Windowed one-way stream, client (rank 1) -> server (rank 0): per window the
+// client posts `window` messages and waits for their completions (none for
+// inject), the server has the window's receives pre-posted and acks each
+// window after re-posting. Prints one result line (from the client).
+void run_stream_bench(const std::string& test, StreamOp op, const std::vector<size_t>& sizes, int window,
+                      long iters, long short_iters);
+
+}  // namespace ft

@@ -1,0 +1,90 @@
+// ft_pingpong: half round-trip latency, tagged (-m tagged, default) or
+// untagged (-m msg) messages, one size (-S) or the default ladder.
+//   ft_pingpong -p <prov> [-m tagged|msg] [-S size] [-n iters] [-c cpu0,cpu1] [-v] [--short]
+#include <algorithm>
+
+#include "ft_bench.h"
+#include "ft_xfer.h"
+
+using namespace ft;
+
+namespace {
+
+constexpr int kServer = 0, kClient = 1;
+constexpr uint64_t kTag = 0x9090;
+
+bool g_tagged = true;
+
+ssize_t post_recv_op(Endpoint& ep, void* buf, size_t len, OpCtx& ctx) {
+    return g_tagged ? fi_trecv(ep.ep, buf, len, nullptr, FI_ADDR_UNSPEC, kTag, 0, &ctx.fctx)
+                    : fi_recv(ep.ep, buf, len, nullptr, FI_ADDR_UNSPEC, &ctx.fctx);
+}
+ssize_t post_send_op(Endpoint& ep, const void* buf, size_t len, fi_addr_t dest, OpCtx& ctx) {
+    return g_tagged ? fi_tsend(ep.ep, buf, len, nullptr, dest, kTag, &ctx.fctx)
+                    : fi_send(ep.ep, buf, len, nullptr, dest, &ctx.fctx);
+}
+
+void pingpong(Endpoint& ep, BenchCq& cq, const std::vector<fi_addr_t>& addr, size_t size, long iters) {
+    const long warm = std::max(2L, iters / 10);
+    const long total = warm + iters;
+    const bool verify = verify_mode();
+    std::vector<uint8_t> sbuf = make_buf(size), rbuf = make_buf(size);
+    OpCtx sctx, rctx;
+    auto ping_seed = [](long i) { return (uint32_t)(2 * i); };
+    auto pong_seed = [](long i) { return (uint32_t)(2 * i + 1); };
+    const int me = rank();
+    fill(sbuf.data(), size, me == kClient ? ping_seed(0) : pong_seed(0));
+    if (me == kServer) {
+        cq.post("recv", [&] { return post_recv_op(ep, rbuf.data(), size, rctx); });
+        barrier([&] { cq.poll(); });
+        for (long i = 0; i < total; ++i) {
+            cq.wait(&rctx, "ping receive");
+            if (verify || i == total - 1) check(rbuf.data(), size, ping_seed(verify ? i : 0), "ping payload");
+            if (i + 1 < total) cq.post("recv", [&] { return post_recv_op(ep, rbuf.data(), size, rctx); });
+            if (verify) fill(sbuf.data(), size, pong_seed(i));
+            cq.post("send", [&] { return post_send_op(ep, sbuf.data(), size, addr[kClient], sctx); });
+            cq.wait(&sctx, "pong send");
+        }
+        return;
+    }
+    barrier([&] { cq.poll(); });
+    double t0 = 0;
+    for (long i = 0; i < total; ++i) {
+        if (i == warm) t0 = now_s();
+        if (verify) fill(sbuf.data(), size, ping_seed(i));
+        cq.post("recv", [&] { return post_recv_op(ep, rbuf.data(), size, rctx); });
+        cq.post("send", [&] { return post_send_op(ep, sbuf.data(), size, addr[kServer], sctx); });
+        cq.wait(&sctx, "ping send");
+        cq.wait(&rctx, "pong receive");
+        if (verify || i == total - 1) check(rbuf.data(), size, pong_seed(verify ? i : 0), "pong payload");
+    }
+    double secs = now_s() - t0;
+    double lat_us = secs / (2.0 * (double)iters) * 1e6;
+    print_result(g_opt.prov, g_tagged ? "pingpong_tagged" : "pingpong_msg", size, iters, lat_us,
+                 (double)size / lat_us, 1.0 / lat_us);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    parse_options(argc, argv);
+    const std::string mode = g_opt.mode.empty() ? "tagged" : g_opt.mode;
+    if (mode != "tagged" && mode != "msg") {
+        std::fprintf(stderr, "ft_pingpong: -m must be tagged or msg\n");
+        return 2;
+    }
+    g_tagged = mode == "tagged";
+    set_identity("", "pingpong_" + mode, -1);
+    const auto sizes = bench_sizes({8, 64, 512, 4096, 65536, 1u << 20});
+    Case c{"pingpong_" + mode, 2, [&] {
+               Endpoint ep;
+               auto addr = connect_all(ep);
+               BenchCq cq(ep);
+               for (size_t s : sizes) {
+                   long normal = s <= 4096 ? 20000 : (s <= 65536 ? 5000 : 500);
+                   pingpong(ep, cq, addr, s, bench_iters(normal, 10));
+               }
+               barrier([&] { cq.poll(); });
+           }};
+    return run_case(c) ? 0 : 1;
+}

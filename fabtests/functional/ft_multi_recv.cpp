@@ -1,0 +1,118 @@
+// FI_MULTI_RECV: one posted buffer takes several messages. Every completion
+// points inside the buffer, payloads are intact, and the buffer's last
+// completion carries FI_MULTI_RECV (after which nothing more lands in it).
+#include <cinttypes>
+#include <cstring>
+
+#include "ft_xfer.h"
+
+using namespace ft;
+
+namespace {
+
+constexpr int kServer = 0, kClient = 1;
+constexpr uint32_t kReady = 0x30001u;
+constexpr size_t kBufLen = 16384, kMinFree = 1024, kMsgLen = 1000;
+constexpr int kMsgs = 24;  // more than one buffer can hold
+
+struct MultiBuf {
+    std::vector<uint8_t> mem = std::vector<uint8_t>(kBufLen);
+    OpCtx ctx;
+    bool released = false;
+    int count = 0;
+};
+
+void post_multi(Endpoint& ep, MultiBuf& b) {
+    iovec iov{b.mem.data(), b.mem.size()};
+    fi_msg m{};
+    m.msg_iov = &iov;
+    m.iov_count = 1;
+    m.addr = FI_ADDR_UNSPEC;
+    m.context = &b.ctx.fctx;
+    ep.post("fi_recvmsg(FI_MULTI_RECV)", [&] { return fi_recvmsg(ep.ep, &m, FI_MULTI_RECV); });
+}
+
+void case_basic() {
+    EpConfig cfg;
+    cfg.caps = FI_MSG | FI_MULTI_RECV;
+    Endpoint ep(cfg);
+    auto addr = connect_all(ep);
+    if (rank() == kServer) {
+        size_t min_free = kMinFree;
+        FT_CALL(fi_setopt(&ep.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min_free, sizeof min_free));
+        size_t got_opt = 0, optlen = sizeof got_opt;
+        int rc = fi_getopt(&ep.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &got_opt, &optlen);
+        FT_CHECK(rc == 0 && got_opt == kMinFree, "fi_getopt(FI_OPT_MIN_MULTI_RECV): rc %d value %zu, expected %zu",
+                 rc, got_opt, kMinFree);
+        MultiBuf bufs[3];
+        post_multi(ep, bufs[0]);
+        post_multi(ep, bufs[1]);
+        signal_peer(kClient, kReady);
+        std::vector<bool> seen(kMsgs, false);
+        int received = 0;
+        while (received < kMsgs) {
+            Comp c = ep.wait_any("multi-recv completion");
+            FT_CHECK(!c.is_err, "multi-recv: error completion %s", describe(c).c_str());
+            int k = 0;
+            while (k < 3 && c.ctx != &bufs[k].ctx.fctx) ++k;
+            FT_CHECK(k < 3, "completion with unknown context: %s", describe(c).c_str());
+            MultiBuf& b = bufs[k];
+            FT_CHECK(!b.released, "completion for buffer %d after its FI_MULTI_RECV release: %s", k,
+                     describe(c).c_str());
+            if (c.flags & FI_MULTI_RECV) {
+                b.released = true;
+                if (k == 0) post_multi(ep, bufs[2]);  // keep two buffers posted
+            }
+            if (c.len == 0 && (c.flags & FI_MULTI_RECV)) continue;  // bare release entry
+            expect_flags(c, FI_RECV | FI_MSG, "multi-recv completion");
+            FT_EQ(c.len, kMsgLen, "multi-recv completion len");
+            auto* p = static_cast<uint8_t*>(c.buf);
+            FT_CHECK(p >= b.mem.data() && p + c.len <= b.mem.data() + b.mem.size(),
+                     "completion buf %p (+%zu) lies outside the multi-recv buffer [%p, +%zu)", c.buf, c.len,
+                     (void*)b.mem.data(), b.mem.size());
+            // the message index is in the first 4 bytes, the rest is stream (1000 + index)
+            uint32_t idx;
+            std::memcpy(&idx, p, sizeof idx);
+            FT_CHECK(idx < (uint32_t)kMsgs && !seen[idx], "bad or duplicate message index %u", idx);
+            seen[idx] = true;
+            check(p + 4, c.len - 4, 1000 + idx, "multi-recv payload");
+            ++b.count;
+            ++received;
+        }
+        FT_CHECK(bufs[0].released, "first buffer (%zu bytes, min free %zu) took %d messages of %zu but was "
+                 "never released with FI_MULTI_RECV", kBufLen, kMinFree, bufs[0].count, kMsgLen);
+        FT_CHECK(bufs[0].count <= (int)(kBufLen / kMsgLen), "buffer 0 took %d messages: more than fit",
+                 bufs[0].count);
+        FT_CHECK(bufs[0].count >= (int)((kBufLen - kMinFree) / kMsgLen),
+                 "buffer 0 was released after only %d messages", bufs[0].count);
+        // cancel what is left so the buffers can be freed
+        for (int k = 1; k < 3; ++k) {
+            if (bufs[k].released || (k == 2 && !bufs[0].released)) continue;
+            int crc = fi_cancel(&ep.ep->fid, &bufs[k].ctx.fctx);
+            FT_CHECK(crc == 0 || crc == -FI_ENOENT, "fi_cancel: %d (%s)", crc, errstr(crc));
+            if (crc == 0) {
+                Comp c = ep.wait_ctx(&bufs[k].ctx, "cancel of the remaining multi-recv buffer");
+                FT_CHECK(!c.is_err || c.err == FI_ECANCELED, "cancel: %s", describe(c).c_str());
+            }
+        }
+    } else {
+        wait_signal(kServer, kReady);
+        std::vector<std::vector<uint8_t>> bufs;
+        std::vector<OpCtx> ctx(kMsgs);
+        for (int i = 0; i < kMsgs; ++i) {
+            bufs.push_back(make_buf(kMsgLen));
+            uint32_t idx = (uint32_t)i;
+            std::memcpy(bufs.back().data(), &idx, sizeof idx);
+            fill(bufs.back().data() + 4, kMsgLen - 4, 1000 + idx);
+            ep.post("fi_send", [&] {
+                return fi_send(ep.ep, bufs.back().data(), kMsgLen, nullptr, addr[kServer], &ctx[(size_t)i].fctx);
+            });
+        }
+        for (auto& c : ctx) ep.expect_ok(&c, "fi_send into a multi-recv buffer");
+    }
+    barrier([&] { ep.progress(); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return run_main(argc, argv, {{"basic", 2, case_basic}}); }

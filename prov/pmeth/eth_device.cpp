@@ -1,0 +1,578 @@
+#include "eth_device.hpp"
+
+#include <arpa/inet.h>
+#include <sys/random.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+#include "base/clock.hpp"
+#include "base/iov.hpp"
+#include "base/log.hpp"
+
+namespace pm::eth {
+
+namespace {
+constexpr uint64_t kTicketBits = 40;
+constexpr uint64_t kTicketMask = (uint64_t(1) << kTicketBits) - 1;
+constexpr size_t kBodyOff = kEthHdr + kPmHdr;
+
+uint32_t random32() {
+  uint32_t v = 0;
+  while (v == 0)
+    if (getrandom(&v, sizeof v, 0) != sizeof v) v = uint32_t(now_ns());
+  return v;
+}
+
+uint64_t mac48(const uint8_t* m) {
+  uint64_t v = 0;
+  for (int i = 0; i < 6; i++) v = (v << 8) | m[i];
+  return v;
+}
+}  // namespace
+
+std::unique_ptr<EthDevice> EthDevice::open(const DeviceConfig& cfg, std::unique_ptr<Wire> wire,
+                                           uint32_t ep_id) {
+  return std::unique_ptr<EthDevice>(new EthDevice(cfg, std::move(wire), ep_id));
+}
+
+EthDevice::EthDevice(const DeviceConfig& cfg, std::unique_ptr<Wire> wire, uint32_t ep_id)
+    : cfg_(cfg), wire_(std::move(wire)), ep_id_(ep_id), epoch_(random32()), rng_(random32()) {
+  self_.ep_id = ep_id_;
+  self_.host = cfg.host;
+  memcpy(self_.mac, wire_->mac(), 6);
+  encode_name(name_, self_);
+  size_t mtu = wire_->mtu();
+  max_payload_ = mtu > kPmHdr + kCoreHdr + 64 ? mtu - kPmHdr - kCoreHdr : 64;
+  if (cfg_.window < 8) cfg_.window = 8;
+  scratch_.resize(kEthHdr + mtu + 64);
+}
+
+EthDevice::~EthDevice() { wire_->tx_flush(); }
+
+std::string EthDevice::format_name(const EthName& n) {
+  char buf[96];
+  snprintf(buf, sizeof buf, "pmeth://%02x:%02x:%02x:%02x:%02x:%02x/%08x@%016llx", n.mac[0], n.mac[1],
+           n.mac[2], n.mac[3], n.mac[4], n.mac[5], n.ep_id, (unsigned long long)n.host);
+  return buf;
+}
+
+std::string EthDevice::name_str(const void* name, size_t len) const {
+  EthName n;
+  return decode_name(name, len, &n) ? format_name(n) : "";
+}
+
+PeerId EthDevice::peer_by_addr(const uint8_t* mac, uint32_t ep_id) {
+  AddrKey k{mac48(mac), ep_id};
+  auto it = by_addr_.find(k);
+  if (it != by_addr_.end()) return it->second;
+  PeerId id = PeerId(peers_.size());
+  peers_.emplace_back();
+  Peer& p = peers_.back();
+  p.name.ep_id = ep_id;
+  memcpy(p.name.mac, mac, 6);
+  encode_name(p.name_bytes, p.name);
+  p.rto_ns = uint64_t(cfg_.rto_init_us) * 1000;
+  p.peer_window = uint16_t(std::min<uint32_t>(cfg_.window, 65535));
+  by_addr_.emplace(k, id);
+  return id;
+}
+
+PeerId EthDevice::resolve(const void* name, size_t len) noexcept {
+  EthName n;
+  if (!decode_name(name, len, &n)) return kNoPeer;
+  try {
+    PeerId id = peer_by_addr(n.mac, n.ep_id);
+    Peer& p = peers_[id];
+    if (!p.name_known) {
+      p.name = n;
+      memcpy(p.name_bytes, name, kNameLen);
+      p.name_known = true;
+    }
+    return id;
+  } catch (...) {
+    return kNoPeer;
+  }
+}
+
+const void* EthDevice::peer_name(PeerId peer, size_t* len) const noexcept {
+  if (peer >= peers_.size() || !peers_[peer].name_known) return nullptr;
+  *len = kNameLen;
+  return peers_[peer].name_bytes;
+}
+
+uint32_t EthDevice::now_us() const { return uint32_t(now_ns() / 1000); }
+
+void EthDevice::build_hdr(uint8_t* f, const Peer& p, uint8_t type, uint32_t seq, uint16_t len) {
+  memcpy(f, p.name.mac, 6);
+  memcpy(f + 6, self_.mac, 6);
+  f[12] = uint8_t(cfg_.ethertype >> 8);
+  f[13] = uint8_t(cfg_.ethertype);
+  FrameHdr h;
+  h.type = type;
+  h.job = cfg_.job;
+  h.dst_ep = p.name.ep_id;
+  h.src_ep = ep_id_;
+  h.src_epoch = epoch_;
+  h.dst_epoch = p.epoch;
+  h.seq = seq;
+  h.ack = p.expected;
+  h.window = uint16_t(std::min<uint32_t>(cfg_.window, 65535));
+  h.len = len;
+  h.ts = now_us();
+  h.ts_echo = p.last_ts;
+  encode_hdr(f + kEthHdr, h);
+}
+
+void EthDevice::seal(uint8_t* f, size_t len) {
+  if (!cfg_.checksum) return;
+  uint32_t c = crc32c(0, f + kEthHdr, kPmHdr);
+  c = crc32c(c, f + kBodyOff, len - kBodyOff);
+  put32(f + kEthHdr + 44, c);
+}
+
+bool EthDevice::emit(const uint8_t* f, size_t len) {
+  Frame fr{f, len};
+  if (wire_->tx_burst(&fr, 1) == 1) return true;
+  st_.tx_full++;
+  return false;
+}
+
+void EthDevice::send_ctrl(Peer& p, uint8_t type) {
+  uint8_t* f = scratch_.data();
+  uint16_t len = 0;
+  if (type == kNak) {
+    // Bitmap of what arrived beyond the first gap, for selective resends.
+    uint64_t bits = 0;
+    for (uint32_t i = 0; i < 64 && i + 1 < cfg_.window; i++) {
+      uint32_t s = p.expected + 1 + i;
+      const RxSlot& r = p.reorder[s % cfg_.window];
+      if (r.present && decode_hdr(r.frame.data() + kEthHdr).seq == s) bits |= uint64_t(1) << i;
+    }
+    put64(f + kBodyOff, bits);
+    len = 8;
+  }
+  build_hdr(f, p, type, 0, len);
+  seal(f, kBodyOff + len);
+  if (emit(f, kBodyOff + len) && (type == kAck || type == kNak)) {
+    p.rx_since_ack = 0;
+    p.ack_deadline = 0;
+  }
+  p.tx_frames++;
+}
+
+void EthDevice::send_hello(Peer& p, uint8_t type) {
+  uint8_t* f = scratch_.data();
+  build_hdr(f, p, type, 0, uint16_t(kNameLen));
+  memcpy(f + kBodyOff, name_, kNameLen);
+  seal(f, kBodyOff + kNameLen);
+  emit(f, kBodyOff + kNameLen);
+  p.tx_frames++;
+}
+
+int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt,
+                    size_t offset, size_t len) noexcept {
+  if (peer >= peers_.size() || len > max_payload_) return -FI_EINVAL;
+  Peer& p = peers_[peer];
+  size_t flen = kFrameOverhead + len;
+  if (!cfg_.reliable) {
+    uint8_t* f = scratch_.data();
+    build_hdr(f, p, kDgram, 0, uint16_t(kCoreHdr + len));
+    encode_core(f + kBodyOff, hdr);
+    iov_copy_from(iov, iovcnt, offset, f + kFrameOverhead, len);
+    seal(f, flen);
+    if (!emit(f, flen)) return -FI_EAGAIN;
+    p.tx_frames++;
+    p.tx_bytes += flen;
+    return 0;
+  }
+  uint64_t now = now_ns();
+  switch (p.state) {
+  case Peer::kUnreachable:
+    return -FI_EHOSTUNREACH;
+  case Peer::kNew:
+    if (p.ring.empty()) p.ring.resize(cfg_.window);
+    if (p.reorder.empty()) p.reorder.resize(cfg_.window);
+    send_hello(p, kHello);
+    p.state = Peer::kHelloSent;
+    p.hello_deadline = now + p.rto_ns;
+    wire_->tx_flush();
+    return -FI_EAGAIN;
+  case Peer::kHelloSent:
+    return -FI_EAGAIN;
+  case Peer::kUp:
+    break;
+  }
+  uint32_t limit = std::min<uint32_t>(cfg_.window, p.peer_window);
+  if (p.next_seq - p.una >= limit) {
+    p.window_stalls++;
+    return -FI_EAGAIN;
+  }
+  TxSlot& s = p.ring[p.next_seq % cfg_.window];
+  if (s.frame.size() < flen) s.frame.resize(flen);
+  uint8_t* f = s.frame.data();
+  build_hdr(f, p, kData, p.next_seq, uint16_t(kCoreHdr + len));
+  encode_core(f + kBodyOff, hdr);
+  iov_copy_from(iov, iovcnt, offset, f + kFrameOverhead, len);
+  seal(f, flen);
+  if (!emit(f, flen)) return -FI_EAGAIN;
+  s.frame.resize(flen);
+  s.seq = p.next_seq;
+  s.sent_ns = now;
+  p.next_seq++;
+  p.tickets_sent++;
+  p.rx_since_ack = 0;  // the ACK rode along
+  p.ack_deadline = 0;
+  p.tx_frames++;
+  p.tx_bytes += flen;
+  if (!p.rto_deadline) p.rto_deadline = now + p.rto_ns;
+  return 0;
+}
+
+uint64_t EthDevice::tx_ticket(PeerId peer) const noexcept {
+  if (!cfg_.reliable || peer >= peers_.size()) return 0;
+  const Peer& p = peers_[peer];
+  return (uint64_t(p.incarnation) << kTicketBits) | (p.tickets_sent & kTicketMask);
+}
+
+int EthDevice::tx_state(PeerId peer, uint64_t ticket) noexcept {
+  if (!cfg_.reliable || peer >= peers_.size()) return 1;
+  const Peer& p = peers_[peer];
+  if (p.state == Peer::kUnreachable) return -FI_EHOSTUNREACH;
+  if ((ticket >> kTicketBits) != p.incarnation) return -FI_ECONNRESET;
+  return (ticket & kTicketMask) <= (p.tickets_acked & kTicketMask) ? 1 : 0;
+}
+
+void EthDevice::retransmit(Peer& p, uint32_t seq) {
+  if (seq_lt(seq, p.una) || !seq_lt(seq, p.next_seq)) return;
+  TxSlot& s = p.ring[seq % cfg_.window];
+  if (s.seq != seq || s.frame.empty()) return;
+  uint8_t* f = s.frame.data();
+  FrameHdr h = decode_hdr(f + kEthHdr);
+  h.ack = p.expected;
+  h.ts = now_us();
+  h.ts_echo = p.last_ts;
+  h.dst_epoch = p.epoch;
+  h.csum = 0;
+  encode_hdr(f + kEthHdr, h);
+  seal(f, s.frame.size());
+  if (emit(f, s.frame.size())) {
+    s.sent_ns = now_ns();
+    p.retrans++;
+  }
+}
+
+void EthDevice::handle_ack(Peer& p, uint32_t ack, uint16_t window, uint32_t ts_echo, uint64_t now) {
+  p.peer_window = window;
+  if (!seq_lt(p.una, ack) || !seq_le(ack, p.next_seq)) return;
+  p.tickets_acked += ack - p.una;
+  p.una = ack;
+  p.tries = 0;
+  if (ts_echo) {
+    uint64_t rtt = uint64_t(uint32_t(now / 1000) - ts_echo) * 1000;
+    if (rtt < 10000000000ull) {
+      if (!p.srtt_ns) {
+        p.srtt_ns = rtt;
+        p.rttvar_ns = rtt / 2;
+      } else {
+        uint64_t d = rtt > p.srtt_ns ? rtt - p.srtt_ns : p.srtt_ns - rtt;
+        p.rttvar_ns = (3 * p.rttvar_ns + d) / 4;
+        p.srtt_ns = (7 * p.srtt_ns + rtt) / 8;
+      }
+      p.rto_ns = std::clamp<uint64_t>(p.srtt_ns + 4 * p.rttvar_ns, uint64_t(cfg_.rto_min_us) * 1000,
+                                      uint64_t(cfg_.rto_max_us) * 1000);
+    }
+  }
+  p.rto_deadline = p.una != p.next_seq ? now + p.rto_ns : 0;
+}
+
+void EthDevice::deliver(PeerId id, const uint8_t* body, size_t len, PacketSink& sink) {
+  if (len < kCoreHdr) return;
+  PktHdr h = decode_core(body);
+  RxPacket pkt{id, &h, body + kCoreHdr, len - kCoreHdr};
+  sink.on_packet(pkt);
+}
+
+void EthDevice::reset_peer(Peer& p, bool) {
+  p.incarnation++;
+  p.reset = true;
+  p.next_seq = p.una = 1;
+  p.expected = 1;
+  p.rto_deadline = 0;
+  p.tries = 0;
+  p.rx_since_ack = 0;
+  p.ack_deadline = 0;
+  for (auto& r : p.reorder) r.present = false;
+}
+
+void EthDevice::declare_unreachable(Peer& p, const char* why) {
+  PM_WARN(FI_LOG_EP_DATA, "peer %s unreachable: %s; its operations fail", format_name(p.name).c_str(), why);
+  p.state = Peer::kUnreachable;
+  p.reset = true;
+  p.rto_deadline = p.hello_deadline = p.ack_deadline = 0;
+  p.ring.clear();
+  p.reorder.clear();
+}
+
+void EthDevice::handle_frame(const uint8_t* f, size_t len, PacketSink& sink, uint64_t now) {
+  if (len < kBodyOff || ((uint16_t(f[12]) << 8) | f[13]) != cfg_.ethertype) {
+    st_.bad_len++;
+    return;
+  }
+  FrameHdr h = decode_hdr(f + kEthHdr);
+  if (h.version != kWireVersion) {
+    st_.bad_version++;
+    return;
+  }
+  if (h.job != cfg_.job) {
+    st_.bad_job++;
+    return;
+  }
+  if (h.dst_ep != ep_id_) {
+    st_.bad_ep++;
+    return;
+  }
+  if (kBodyOff + size_t(h.len) > len) {
+    st_.bad_len++;
+    return;
+  }
+  if (cfg_.checksum) {
+    uint8_t hdr[kPmHdr];
+    memcpy(hdr, f + kEthHdr, kPmHdr);
+    put32(hdr + 44, 0);
+    uint32_t c = crc32c(crc32c(0, hdr, kPmHdr), f + kBodyOff, h.len);
+    if (c != h.csum) {
+      st_.bad_csum++;
+      return;
+    }
+  }
+  if (cfg_.drop_rate > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < cfg_.drop_rate) {
+    st_.injected_drops++;
+    return;
+  }
+  PeerId id = peer_by_addr(f + 6, h.src_ep);
+  Peer& p = peers_[id];
+  p.last_heard_ns = now;
+  p.probes = 0;
+  p.rx_frames++;
+  p.rx_bytes += len;
+  const uint8_t* body = f + kBodyOff;
+
+  if (h.type == kDgram) {
+    if (!cfg_.reliable) deliver(id, body, h.len, sink);
+    return;
+  }
+  if (!cfg_.reliable) return;
+  if (h.type == kHello || h.type == kHelloAck) {
+    EthName n;
+    if (h.len < kNameLen || !decode_name(body, kNameLen, &n) || n.ep_id != h.src_ep ||
+        memcmp(n.mac, f + 6, 6) != 0) {
+      st_.bad_len++;
+      return;
+    }
+    if (h.type == kHelloAck && h.dst_epoch != epoch_) {
+      st_.stale++;
+      return;
+    }
+    if (!p.name_known) {
+      p.name = n;
+      memcpy(p.name_bytes, body, kNameLen);
+      p.name_known = true;
+    }
+    if (p.state == Peer::kUnreachable) return;
+    if (p.epoch && p.epoch != h.src_epoch) {
+      PM_INFO(FI_LOG_EP_DATA, "peer %s restarted (new epoch); its old operations fail",
+              format_name(p.name).c_str());
+      reset_peer(p, true);
+    }
+    p.epoch = h.src_epoch;
+    if (p.ring.empty()) p.ring.resize(cfg_.window);
+    if (p.reorder.empty()) p.reorder.resize(cfg_.window);
+    p.state = Peer::kUp;
+    p.hello_deadline = 0;
+    p.hello_tries = 0;
+    p.peer_window = h.window;
+    if (h.type == kHello) send_hello(p, kHelloAck);
+    return;
+  }
+  // Sequenced traffic: both epochs must be the ones of this conversation.
+  if (h.dst_epoch != epoch_) {
+    st_.stale++;  // meant for an earlier incarnation of this endpoint
+    if (p.state != Peer::kUnreachable && now >= p.hello_deadline) {
+      if (p.ring.empty()) p.ring.resize(cfg_.window);
+      if (p.reorder.empty()) p.reorder.resize(cfg_.window);
+      send_hello(p, kHello);
+      p.hello_deadline = now + p.rto_ns;
+    }
+    return;
+  }
+  if (p.state == Peer::kUnreachable) return;
+  if (!p.epoch) {
+    p.epoch = h.src_epoch;  // our HELLO_ACK is still on its way: implied
+    if (p.ring.empty()) p.ring.resize(cfg_.window);
+    if (p.reorder.empty()) p.reorder.resize(cfg_.window);
+    p.state = Peer::kUp;
+  } else if (h.src_epoch != p.epoch) {
+    st_.stale++;
+    return;
+  }
+  handle_ack(p, h.ack, h.window, h.ts_echo, now);
+  switch (h.type) {
+  case kData: {
+    uint32_t W = cfg_.window;
+    if (h.seq == p.expected) {
+      p.last_ts = h.ts;
+      p.expected++;
+      deliver(id, body, h.len, sink);
+      Peer& q = peers_[id];
+      // Frames that arrived early and are now in order.
+      for (;;) {
+        RxSlot& r = q.reorder[q.expected % W];
+        if (!r.present) break;
+        FrameHdr rh = decode_hdr(r.frame.data() + kEthHdr);
+        if (rh.seq != q.expected) {
+          r.present = false;
+          continue;
+        }
+        r.present = false;
+        q.expected++;
+        deliver(id, r.frame.data() + kBodyOff, rh.len, sink);
+      }
+      // ACK now every ack_every frames; the rest at the end of this poll.
+      if (++q.rx_since_ack >= cfg_.ack_every) send_ctrl(q, kAck);
+      else if (!q.ack_deadline) {
+        q.ack_deadline = now;
+        ack_due_.push_back(id);
+      }
+    } else if (seq_lt(h.seq, p.expected)) {
+      p.dups++;
+      send_ctrl(p, kAck);  // its ACK was lost: say it again
+    } else {
+      if (h.seq - p.expected < W) {
+        RxSlot& r = p.reorder[h.seq % W];
+        if (!r.present) {
+          r.frame.assign(f, f + kBodyOff + h.len);
+          r.present = true;
+          p.ooo++;
+        } else {
+          p.dups++;
+        }
+      }
+      if (p.nak_seq != p.expected || now - p.nak_sent_ns > p.rto_ns / 2) {
+        send_ctrl(p, kNak);
+        p.nak_seq = p.expected;
+        p.nak_sent_ns = now;
+      }
+    }
+    break;
+  }
+  case kNak: {
+    retransmit(p, h.ack);
+    if (h.len >= 8) {
+      uint64_t bits = get64(body);
+      int top = bits ? 63 - __builtin_clzll(bits) : -1;
+      for (int i = 0; i < top; i++)
+        if (!(bits & (uint64_t(1) << i))) retransmit(p, h.ack + 1 + uint32_t(i));
+    }
+    break;
+  }
+  case kProbe:
+    send_ctrl(p, kAck);
+    break;
+  default:
+    break;
+  }
+}
+
+void EthDevice::run_timers(uint64_t now) {
+  uint64_t rto_max = uint64_t(cfg_.rto_max_us) * 1000;
+  for (Peer& p : peers_) {
+    if (p.state == Peer::kHelloSent && p.hello_deadline && now >= p.hello_deadline) {
+      if (++p.hello_tries > cfg_.retries) {
+        declare_unreachable(p, "no answer to the handshake");
+        continue;
+      }
+      send_hello(p, kHello);
+      p.hello_deadline = now + std::min(p.rto_ns << std::min(p.hello_tries, 16u), rto_max);
+    }
+    if (p.state == Peer::kUp && p.rto_deadline && now >= p.rto_deadline) {
+      if (++p.tries > cfg_.retries) {
+        declare_unreachable(p, "no acknowledgement after the retry budget");
+        continue;
+      }
+      retransmit(p, p.una);
+      p.rto_deadline = now + std::min(p.rto_ns << std::min(p.tries, 16u), rto_max);
+    }
+  }
+}
+
+int EthDevice::poll(PacketSink& sink, int budget) noexcept {
+  uint64_t now = now_ns();
+  Frame fr[32];
+  int n = wire_->rx_burst(fr, std::min(budget, 32));
+  for (int i = 0; i < n; i++) handle_frame(fr[i].data, fr[i].len, sink, now);
+  wire_->rx_release();
+  // One coalesced ACK per peer per poll: a receiver that stops calling
+  // progress after this must not leave its senders waiting.
+  for (PeerId id : ack_due_) {
+    Peer& p = peers_[id];
+    if (p.ack_deadline && p.rx_since_ack) send_ctrl(p, kAck);
+    p.ack_deadline = 0;
+  }
+  ack_due_.clear();
+  if (now >= next_timer_ns_) {
+    run_timers(now);
+    next_timer_ns_ = now + 10000;
+  }
+  wire_->tx_flush();
+  return n;
+}
+
+bool EthDevice::peer_alive(PeerId peer) noexcept {
+  if (peer >= peers_.size()) return false;
+  Peer& p = peers_[peer];
+  if (p.state == Peer::kUnreachable) return false;
+  if (p.reset) {
+    p.reset = false;
+    return false;
+  }
+  if (!cfg_.reliable || p.state != Peer::kUp) return true;
+  // Quiet peer: probe it; enough unanswered probes make it unreachable.
+  if (now_ns() - p.last_heard_ns > uint64_t(cfg_.rto_max_us) * 1000) {
+    if (++p.probes > 5) {
+      declare_unreachable(p, "no answer to liveness probes");
+      return false;
+    }
+    send_ctrl(p, kProbe);
+    wire_->tx_flush();
+  }
+  return true;
+}
+
+std::string EthDevice::stats() const {
+  std::string s = format_name(self_) + " wire=" + wire_->kind();
+  char buf[512];
+  snprintf(buf, sizeof buf,
+           " drops: bad_len=%llu bad_version=%llu bad_job=%llu bad_ep=%llu bad_csum=%llu stale=%llu "
+           "injected=%llu tx_ring_full=%llu",
+           (unsigned long long)st_.bad_len, (unsigned long long)st_.bad_version,
+           (unsigned long long)st_.bad_job, (unsigned long long)st_.bad_ep, (unsigned long long)st_.bad_csum,
+           (unsigned long long)st_.stale, (unsigned long long)st_.injected_drops,
+           (unsigned long long)st_.tx_full);
+  s += buf;
+  for (const Peer& p : peers_) {
+    snprintf(buf, sizeof buf,
+             "\n  peer %s: tx_frames=%llu tx_bytes=%llu rx_frames=%llu rx_bytes=%llu retrans=%llu dups=%llu "
+             "out_of_order=%llu window_stalls=%llu srtt_us=%llu rto_us=%llu",
+             format_name(p.name).c_str(), (unsigned long long)p.tx_frames, (unsigned long long)p.tx_bytes,
+             (unsigned long long)p.rx_frames, (unsigned long long)p.rx_bytes, (unsigned long long)p.retrans,
+             (unsigned long long)p.dups, (unsigned long long)p.ooo, (unsigned long long)p.window_stalls,
+             (unsigned long long)(p.srtt_ns / 1000), (unsigned long long)(p.rto_ns / 1000));
+    s += buf;
+  }
+  return s;
+}
+
+}  // namespace pm::eth

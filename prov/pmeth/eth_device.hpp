@@ -1,0 +1,152 @@
+// The Ethernet device: per-peer reliability (Go-Back-N for PM, extended:
+// piggy-backed coalesced ACKs, LOSE with a selective bitmap, receiver window
+// as STOP/GO, RTO from measured RTT, epoch handshake) over a wire backend.
+// Unreliable datagram endpoints use the same framing without sequencing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <deque>
+#include <unordered_map>
+#include <vector>
+
+#include "device.hpp"
+#include "eth_wire.hpp"
+#include "wire/wire.hpp"
+
+namespace pm::eth {
+
+struct DeviceConfig {
+  uint16_t ethertype = kDefaultEtherType;
+  uint32_t job = 0;
+  uint64_t host = 0;
+  bool reliable = true;
+  uint32_t window = 256;        // frames in flight per peer
+  uint32_t ack_every = 32;      // frames received before an immediate ACK
+  uint32_t rto_init_us = 2000;
+  uint32_t rto_min_us = 200;
+  uint32_t rto_max_us = 1000000;
+  uint32_t retries = 40;        // retransmissions of one frame before the peer is unreachable
+  double drop_rate = 0;         // receive-side fault injection
+  bool checksum = true;
+};
+
+class EthDevice final : public Device {
+ public:
+  static std::unique_ptr<EthDevice> open(const DeviceConfig& cfg, std::unique_ptr<Wire> wire,
+                                         uint32_t ep_id);
+  ~EthDevice() override;
+
+  const void* name() const noexcept override { return name_; }
+  size_t name_len() const noexcept override { return kNameLen; }
+  std::string name_str(const void* name, size_t len) const override;
+  PeerId resolve(const void* name, size_t len) noexcept override;
+  const void* peer_name(PeerId peer, size_t* len) const noexcept override;
+  size_t max_payload() const noexcept override { return max_payload_; }
+  size_t inline_payload() const noexcept override { return max_payload_; }
+  int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
+           size_t len) noexcept override;
+  void flush() noexcept override { wire_->tx_flush(); }
+  uint64_t tx_ticket(PeerId peer) const noexcept override;
+  int tx_state(PeerId peer, uint64_t ticket) noexcept override;
+  int poll(PacketSink& sink, int budget) noexcept override;
+  bool peer_alive(PeerId peer) noexcept override;
+  int wait_fd() const noexcept override { return wire_->fd(); }
+  void arm_wait(bool) noexcept override {}
+  void drain_wait() noexcept override {}
+  std::string stats() const override;
+
+  static std::string format_name(const EthName& n);
+
+ private:
+  struct TxSlot {
+    std::vector<uint8_t> frame;
+    uint32_t seq = 0;
+    uint64_t sent_ns = 0;
+  };
+  struct RxSlot {
+    std::vector<uint8_t> frame;
+    bool present = false;
+  };
+  struct Peer {
+    EthName name;
+    uint8_t name_bytes[kNameLen] = {0};
+    bool name_known = false;      // host id learnt (AV insert or handshake)
+    enum State : uint8_t { kNew, kHelloSent, kUp, kUnreachable } state = kNew;
+    uint32_t epoch = 0;           // the peer's epoch, 0 until known
+    bool reset = false;           // restarted / unreachable: outstanding ops fail
+    // transmit side
+    uint32_t next_seq = 1;        // next sequence number to use
+    uint32_t una = 1;             // oldest unacknowledged
+    uint32_t incarnation = 0;     // bumped on reset: older tickets fail
+    uint32_t probes = 0;          // liveness probes without an answer
+    uint16_t peer_window = 0;
+    std::vector<TxSlot> ring;
+    uint64_t rto_ns = 0, srtt_ns = 0, rttvar_ns = 0;
+    uint64_t rto_deadline = 0;    // 0: no timer
+    uint32_t tries = 0;
+    uint64_t hello_deadline = 0;
+    uint32_t hello_tries = 0;
+    uint64_t tickets_sent = 0;    // frames ever sent in this incarnation
+    uint64_t tickets_acked = 0;
+    // receive side
+    uint32_t expected = 1;
+    uint32_t rx_since_ack = 0;
+    uint64_t ack_deadline = 0;    // nonzero: in ack_due_
+    uint32_t last_ts = 0;         // newest timestamp seen, echoed back
+    uint64_t nak_sent_ns = 0;
+    uint32_t nak_seq = 0;
+    std::vector<RxSlot> reorder;
+    uint64_t last_heard_ns = 0;
+    uint64_t probe_deadline = 0;
+    // statistics
+    uint64_t tx_frames = 0, tx_bytes = 0, rx_frames = 0, rx_bytes = 0, retrans = 0, dups = 0, ooo = 0,
+             window_stalls = 0;
+  };
+
+  EthDevice(const DeviceConfig& cfg, std::unique_ptr<Wire> wire, uint32_t ep_id);
+  PeerId peer_by_addr(const uint8_t* mac, uint32_t ep_id);
+  void reset_peer(Peer& p, bool fail_ops);
+  uint32_t now_us() const;
+  void build_hdr(uint8_t* f, const Peer& p, uint8_t type, uint32_t seq, uint16_t len);
+  void seal(uint8_t* f, size_t len);
+  bool emit(const uint8_t* f, size_t len);
+  void send_ctrl(Peer& p, uint8_t type);
+  void send_hello(Peer& p, uint8_t type);
+  void retransmit(Peer& p, uint32_t seq);
+  void handle_frame(const uint8_t* f, size_t len, PacketSink& sink, uint64_t now);
+  void handle_ack(Peer& p, uint32_t ack, uint16_t window, uint32_t ts_echo, uint64_t now);
+  void deliver(PeerId id, const uint8_t* f, size_t len, PacketSink& sink);
+  void run_timers(uint64_t now);
+  void declare_unreachable(Peer& p, const char* why);
+
+  DeviceConfig cfg_;
+  std::unique_ptr<Wire> wire_;
+  uint32_t ep_id_;
+  uint32_t epoch_;
+  EthName self_;
+  uint8_t name_[kNameLen];
+  size_t max_payload_;
+  std::deque<Peer> peers_;       // deque: references stay valid as it grows
+  struct AddrKey {
+    uint64_t mac;
+    uint32_t ep;
+    bool operator==(const AddrKey& o) const { return mac == o.mac && ep == o.ep; }
+  };
+  struct AddrHash {
+    size_t operator()(const AddrKey& k) const { return std::hash<uint64_t>()(k.mac * 31 + k.ep); }
+  };
+  std::unordered_map<AddrKey, PeerId, AddrHash> by_addr_;
+  std::vector<uint8_t> scratch_;
+  std::vector<PeerId> ack_due_;   // peers owed an ACK at the end of this poll
+  std::mt19937_64 rng_;
+  uint64_t next_timer_ns_ = 0;
+  struct Stats {
+    uint64_t bad_len = 0, bad_version = 0, bad_job = 0, bad_ep = 0, bad_csum = 0, stale = 0,
+             injected_drops = 0, tx_full = 0;
+  } st_;
+};
+
+} // namespace pm::eth

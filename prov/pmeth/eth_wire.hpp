@@ -1,0 +1,176 @@
+// The pmeth frame format (the spec; docs/wire_protocol.md draws it).
+// Every multi-byte field is little-endian on the wire, written and read
+// through le16/le32/le64 below, never by casting.
+//
+//  Ethernet: dst MAC (6) | src MAC (6) | EtherType (2, default 0x88B5)
+//  pmeth header (48 bytes):
+//   0 version   1 type    2 flags   3 reserved
+//   4 job key (u32)                       -- from the domain's auth_key
+//   8 dst endpoint id (u32)  12 src endpoint id (u32)
+//  16 src epoch (u32)        20 dst epoch (u32, 0 = unknown)
+//  24 seq (u32)              28 ack (u32: every seq below it arrived)
+//  32 window (u16)           34 payload length (u16)
+//  36 timestamp (u32, µs)    40 timestamp echo (u32)
+//  44 checksum (u32, CRC32C of header with this field 0, then payload)
+//  DATA and DGRAM frames: then the 48-byte core packet header, then payload.
+//  NAK frames: then a 64-bit bitmap (bit i: seq ack+1+i arrived).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "core/packet.hpp"
+
+namespace pm::eth {
+
+constexpr uint8_t kWireVersion = 1;
+constexpr uint16_t kDefaultEtherType = 0x88B5;
+constexpr size_t kEthHdr = 14;
+constexpr size_t kPmHdr = 48;
+constexpr size_t kCoreHdr = sizeof(PktHdr);
+constexpr size_t kFrameOverhead = kEthHdr + kPmHdr + kCoreHdr;  // before payload
+
+enum FrameType : uint8_t {
+  kData = 1,       // reliable: seq, core header, payload
+  kAck = 2,        // cumulative ack + window (window 0 = STOP, > 0 = GO)
+  kNak = 3,        // LOSE: `ack` is the first missing seq; bitmap follows
+  kHello = 4,      // handshake request: src epoch
+  kHelloAck = 5,   // handshake reply: both epochs
+  kProbe = 6,      // liveness probe; answered with an ACK
+  kDgram = 7,      // unreliable datagram: core header, payload
+};
+
+inline void put16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v); p[1] = uint8_t(v >> 8); }
+inline void put32(uint8_t* p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = uint8_t(v >> (8 * i)); }
+inline void put64(uint8_t* p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = uint8_t(v >> (8 * i)); }
+inline uint16_t get16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
+inline uint32_t get32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+inline uint64_t get64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
+// The decoded pmeth header.
+struct FrameHdr {
+  uint8_t version = kWireVersion;
+  uint8_t type = 0;
+  uint8_t flags = 0;
+  uint32_t job = 0;
+  uint32_t dst_ep = 0, src_ep = 0;
+  uint32_t src_epoch = 0, dst_epoch = 0;
+  uint32_t seq = 0, ack = 0;
+  uint16_t window = 0;
+  uint16_t len = 0;
+  uint32_t ts = 0, ts_echo = 0;
+  uint32_t csum = 0;
+};
+
+inline void encode_hdr(uint8_t* p, const FrameHdr& h) {
+  p[0] = h.version;
+  p[1] = h.type;
+  p[2] = h.flags;
+  p[3] = 0;
+  put32(p + 4, h.job);
+  put32(p + 8, h.dst_ep);
+  put32(p + 12, h.src_ep);
+  put32(p + 16, h.src_epoch);
+  put32(p + 20, h.dst_epoch);
+  put32(p + 24, h.seq);
+  put32(p + 28, h.ack);
+  put16(p + 32, h.window);
+  put16(p + 34, h.len);
+  put32(p + 36, h.ts);
+  put32(p + 40, h.ts_echo);
+  put32(p + 44, h.csum);
+}
+
+inline FrameHdr decode_hdr(const uint8_t* p) {
+  FrameHdr h;
+  h.version = p[0];
+  h.type = p[1];
+  h.flags = p[2];
+  h.job = get32(p + 4);
+  h.dst_ep = get32(p + 8);
+  h.src_ep = get32(p + 12);
+  h.src_epoch = get32(p + 16);
+  h.dst_epoch = get32(p + 20);
+  h.seq = get32(p + 24);
+  h.ack = get32(p + 28);
+  h.window = get16(p + 32);
+  h.len = get16(p + 34);
+  h.ts = get32(p + 36);
+  h.ts_echo = get32(p + 40);
+  h.csum = get32(p + 44);
+  return h;
+}
+
+// The core header travels in explicit byte order too.
+inline void encode_core(uint8_t* p, const PktHdr& h) {
+  p[0] = h.op;
+  p[1] = h.flags;
+  put16(p + 2, h.reserved);
+  put32(p + 4, h.seg_len);
+  put64(p + 8, h.msg_id);
+  put64(p + 16, h.tag);
+  put64(p + 24, h.cq_data);
+  put64(p + 32, h.msg_len);
+  put64(p + 40, h.offset);
+}
+
+inline PktHdr decode_core(const uint8_t* p) {
+  PktHdr h{};
+  h.op = p[0];
+  h.flags = p[1];
+  h.reserved = get16(p + 2);
+  h.seg_len = get32(p + 4);
+  h.msg_id = get64(p + 8);
+  h.tag = get64(p + 16);
+  h.cq_data = get64(p + 24);
+  h.msg_len = get64(p + 32);
+  h.offset = get64(p + 40);
+  return h;
+}
+
+// Wrap-safe comparison of 32-bit sequence numbers.
+inline bool seq_lt(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
+inline bool seq_le(uint32_t a, uint32_t b) { return int32_t(a - b) <= 0; }
+
+uint32_t crc32c(uint32_t crc, const void* data, size_t len);
+
+// The endpoint name (fi_getname), 32 bytes:
+//  0 magic 'PMET' (u32 LE) | 4 version u8 | 5 rails u8 | 6 reserved u16
+//  8 endpoint id (u32 LE) | 12 reserved u32 | 16 host id (u64 LE) | 24 MAC (6) | 30 pad (2)
+struct EthName {
+  uint32_t ep_id = 0;
+  uint64_t host = 0;
+  uint8_t mac[6] = {0};
+};
+constexpr uint32_t kNameMagic = 0x54454d50;  // "PMET"
+constexpr size_t kNameLen = 32;
+
+inline void encode_name(uint8_t* p, const EthName& n) {
+  memset(p, 0, kNameLen);
+  put32(p, kNameMagic);
+  p[4] = kWireVersion;
+  p[5] = 1;
+  put32(p + 8, n.ep_id);
+  put64(p + 16, n.host);
+  memcpy(p + 24, n.mac, 6);
+}
+
+inline bool decode_name(const void* buf, size_t len, EthName* n) {
+  const uint8_t* p = static_cast<const uint8_t*>(buf);
+  if (len != kNameLen || get32(p) != kNameMagic || p[4] != kWireVersion || p[5] != 1) return false;
+  n->ep_id = get32(p + 8);
+  n->host = get64(p + 16);
+  memcpy(n->mac, p + 24, 6);
+  return n->ep_id != 0;
+}
+
+} // namespace pm::eth

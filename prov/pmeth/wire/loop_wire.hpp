@@ -1,0 +1,21 @@
+// The in-process loopback wire: a named segment inside this process that
+// delivers frames to the endpoint they address, with programmable faults.
+#pragma once
+
+#include <string>
+
+namespace pm::eth {
+
+struct LoopFaults {
+  double drop = 0;       // probability a frame is lost
+  double dup = 0;        // probability it is delivered twice
+  double reorder = 0;    // probability it is held back behind the next frame
+  double corrupt = 0;    // probability one byte after the Ethernet header flips
+  unsigned delay_us = 0; // every frame arrives this late
+  unsigned seed = 1;
+};
+
+// Faults of a segment (frames sent after the call); thread-safe.
+void loop_set_faults(const std::string& segment, const LoopFaults& f);
+
+} // namespace pm::eth

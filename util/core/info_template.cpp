@@ -1,0 +1,64 @@
+#include "core/info_template.hpp"
+
+#include <cstring>
+
+#include "core/tag_matcher.hpp"
+
+namespace pm {
+
+fi_info* make_template(const TemplateDesc& d) {
+  fi_info* i = fi_allocinfo();
+  if (!i) return nullptr;
+  uint64_t prim = FI_MSG | (d.tagged ? FI_TAGGED : 0);
+  uint64_t tx = prim | FI_SEND;
+  uint64_t rx = prim | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | (d.multi_recv ? FI_MULTI_RECV : 0);
+  i->caps = tx | rx | d.comm_caps;
+  i->mode = 0;
+  i->addr_format = FI_FORMAT_UNSPEC;
+  i->tx_attr->caps = tx;
+  i->tx_attr->msg_order = FI_ORDER_SAS;
+  i->tx_attr->comp_order = FI_ORDER_NONE;
+  i->tx_attr->inject_size = d.inject_size;
+  i->tx_attr->size = d.tx_size;
+  i->tx_attr->iov_limit = kMaxIov;
+  i->rx_attr->caps = rx;
+  i->rx_attr->msg_order = FI_ORDER_SAS;
+  i->rx_attr->comp_order = FI_ORDER_NONE;
+  i->rx_attr->size = d.rx_size;
+  i->rx_attr->iov_limit = kMaxIov;
+  i->ep_attr->type = d.ep_type;
+  i->ep_attr->protocol = FI_PROTO_UNSPEC;
+  i->ep_attr->protocol_version = 1;
+  i->ep_attr->max_msg_size = d.max_msg_size;
+  i->ep_attr->mem_tag_format = d.tagged ? 0xAAAAAAAAAAAAAAAAull : 0;  // all 64 bits usable
+  i->ep_attr->tx_ctx_cnt = 1;
+  i->ep_attr->rx_ctx_cnt = 1;
+  fi_domain_attr* a = i->domain_attr;
+  a->name = strdup(d.domain_name);
+  a->threading = FI_THREAD_SAFE;
+  a->control_progress = FI_PROGRESS_MANUAL;
+  a->data_progress = FI_PROGRESS_MANUAL;
+  a->resource_mgmt = FI_RM_ENABLED;
+  a->av_type = FI_AV_UNSPEC;
+  a->mr_mode = 0;
+  a->mr_key_size = sizeof(uint64_t);
+  a->cq_data_size = sizeof(uint64_t);
+  a->cq_cnt = 1024;
+  a->ep_cnt = 1024;
+  a->tx_ctx_cnt = 1024;
+  a->rx_ctx_cnt = 1024;
+  a->max_ep_tx_ctx = 1;
+  a->max_ep_rx_ctx = 1;
+  a->mr_cnt = 65536;
+  a->caps = d.comm_caps;
+  i->fabric_attr->name = strdup(d.fabric_name);
+  i->fabric_attr->prov_version = d.prov_version;
+  i->nic = d.nic;
+  if (!a->name || !i->fabric_attr->name) {
+    fi_freeinfo(i);
+    return nullptr;
+  }
+  return i;
+}
+
+} // namespace pm

@@ -1,0 +1,872 @@
+// The pmshm device end to end: two or three devices of one process (and, in
+// one test, a forked child's) in a private directory under /dev/shm, sending
+// to each other through the receive queues, bounce chunks, CMA and the wake
+// FIFO; connect timeouts, liveness and region cleanup.
+#include <criterion/criterion.h>
+#include <criterion/hooks.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <rdma/fi_errno.h>
+
+#include "base/clock.hpp"
+#include "device.hpp"
+#include "shm_device.hpp"
+#include "shm_layout.hpp"
+#include "shm_region.hpp"
+
+using pm::kNoPeer;
+using pm::PeerId;
+using pm::PktHdr;
+using pm::shm::kCellInline;
+using pm::shm::ShmDevice;
+using pm::shm::ShmName;
+
+namespace {
+
+constexpr uint32_t kCells = 16;
+constexpr uint32_t kChunks = 4;
+constexpr uint32_t kChunkSize = 8192;
+constexpr int kConnectTimeoutMs = 200;
+constexpr uint64_t kHost = 0x0123456789abcdefull;
+
+// --- fixture: a private region directory, removed after every test ----------
+// Each test (its own process) works in a fresh directory, removed by the
+// fini also when an assertion fails. The directories live in one per-run
+// directory that the runner process removes at the end, so even a test that
+// crashed (no fini) leaves nothing behind.
+constexpr const char* kRunDirEnv = "PMUT_SHM_RUN_DIR";
+char g_dir[256];
+std::unique_ptr<ShmDevice> g_a, g_b, g_c;
+
+void remove_tree(const std::string& dir) {
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+      std::string p = dir + "/" + e->d_name;
+      struct stat st;
+      if (lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(p);
+      else unlink(p.c_str());
+    }
+    closedir(d);
+  }
+  rmdir(dir.c_str());
+}
+
+void setup() {
+  const char* run = getenv(kRunDirEnv);
+  snprintf(g_dir, sizeof g_dir, "%s/pmut_shm_XXXXXX", run && *run ? run : "/dev/shm");
+  cr_assert_not_null(mkdtemp(g_dir), "mkdtemp %s: %s", g_dir, strerror(errno));
+}
+
+void teardown() {
+  g_c.reset();
+  g_b.reset();
+  g_a.reset();
+  remove_tree(g_dir);
+}
+
+pm::shm::DeviceConfig config(bool cma = true) {
+  pm::shm::DeviceConfig cfg;
+  cfg.region.dir = g_dir;
+  cfg.region.cells = kCells;
+  cfg.region.chunks = kChunks;
+  cfg.region.chunk_size = kChunkSize;
+  cfg.cma = cma;
+  cfg.connect_timeout_ms = kConnectTimeoutMs;
+  return cfg;
+}
+
+std::unique_ptr<ShmDevice> open_dev(bool cma = true) {
+  int err = 0;
+  std::unique_ptr<ShmDevice> d = ShmDevice::open(config(cma), kHost, &err);
+  cr_assert_not_null(d.get(), "ShmDevice::open: %d (%s)", err, fi_strerror(-err));
+  return d;
+}
+
+ShmName name_of(const ShmDevice& d) {
+  cr_assert_eq(d.name_len(), sizeof(ShmName));
+  ShmName n;
+  memcpy(&n, d.name(), sizeof n);
+  return n;
+}
+
+PeerId resolve(ShmDevice& at, const ShmDevice& who) {
+  PeerId id = at.resolve(who.name(), who.name_len());
+  cr_assert_neq(id, kNoPeer);
+  return id;
+}
+
+PeerId resolve(ShmDevice& at, const ShmName& who) {
+  PeerId id = at.resolve(&who, sizeof who);
+  cr_assert_neq(id, kNoPeer);
+  return id;
+}
+
+std::string path_of(const ShmDevice& d) {
+  ShmName n = name_of(d);
+  return pm::shm::region_path(g_dir, n.uid, n.key);
+}
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+// --- packets ----------------------------------------------------------------
+struct Got {
+  PeerId peer;
+  PktHdr hdr;
+  std::vector<uint8_t> data;
+};
+
+class Recorder final : public pm::PacketSink {
+ public:
+  void on_packet(const pm::RxPacket& p) noexcept override {
+    const uint8_t* b = static_cast<const uint8_t*>(p.payload);
+    got.push_back({p.peer, *p.hdr, std::vector<uint8_t>(b, b + p.payload_len)});
+  }
+  std::vector<Got> got;
+};
+
+// A header the device must carry unchanged: never a whole single-packet eager
+// message (msg_len != len), which the device may send in a compact form.
+PktHdr make_hdr(uint64_t i, size_t len) {
+  PktHdr h{};
+  h.op = uint8_t(i % 3 == 0 ? pm::kPktEager : i % 3 == 1 ? pm::kPktData : pm::kPktRts);
+  h.flags = uint8_t(i & 1 ? pm::kPktTagged : 0);
+  h.reserved = 0;
+  h.seg_len = uint32_t(len);
+  h.msg_id = 0x1000 + i;
+  h.tag = 0xfeed000000000000ull | i;
+  h.cq_data = ~i;
+  h.msg_len = len + 1000 + i;
+  h.offset = i * 7;
+  return h;
+}
+
+// A message scattered over several iov entries of uneven sizes, placed apart
+// in memory; bytes() is the flat reference of the whole iov stream.
+struct Scatter {
+  std::vector<std::vector<uint8_t>> bufs;
+  std::vector<struct iovec> iov;
+
+  Scatter(size_t total, uint64_t seed) {
+    const size_t pattern[] = {1, 7, 100, 13, 2048, 3, 999};
+    size_t left = total;
+    for (size_t i = 0; left > 0; i++) {
+      size_t n = pattern[i % 7];
+      if (n > left) n = left;
+      bufs.emplace_back(n);
+      left -= n;
+    }
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (auto& b : bufs) {
+      for (auto& c : b) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        c = uint8_t(x);
+      }
+      iov.push_back({b.data(), b.size()});
+    }
+  }
+  std::vector<uint8_t> bytes(size_t off, size_t len) const {
+    std::vector<uint8_t> all;
+    for (const auto& b : bufs) all.insert(all.end(), b.begin(), b.end());
+    return std::vector<uint8_t>(all.begin() + long(off), all.begin() + long(off + len));
+  }
+};
+
+int send_msg(ShmDevice& from, PeerId to, uint64_t i, size_t off, size_t len) {
+  Scatter s(off + len + 5, i);
+  PktHdr h = make_hdr(i, len);
+  return from.send(to, h, s.iov.data(), s.iov.size(), off, len);
+}
+
+// Checks a received packet against what send_msg(i, off, len) sent.
+void check_pkt(const Got& g, PeerId peer, uint64_t i, size_t off, size_t len) {
+  cr_assert_eq(g.peer, peer, "packet %llu from peer %u, want %u", (unsigned long long)i, g.peer, peer);
+  PktHdr want = make_hdr(i, len);
+  cr_assert_eq(memcmp(&g.hdr, &want, sizeof want), 0, "header of packet %llu differs (msg_id %llu)",
+               (unsigned long long)i, (unsigned long long)g.hdr.msg_id);
+  cr_assert_eq(g.data.size(), len, "packet %llu has %zu bytes, want %zu", (unsigned long long)i,
+               g.data.size(), len);
+  std::vector<uint8_t> ref = Scatter(off + len + 5, i).bytes(off, len);
+  for (size_t b = 0; b < len; b++)
+    if (g.data[b] != ref[b])
+      cr_assert_fail("packet %llu byte %zu is 0x%02x, want 0x%02x", (unsigned long long)i, b, g.data[b],
+                     ref[b]);
+}
+
+bool readable(int fd) {
+  struct pollfd p = {fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+// A well-formed name of an endpoint that does not exist (no region file).
+ShmName ghost_name(uint64_t key) {
+  return ShmName{pm::shm::kNameMagic, pm::shm::kVersion, 0, uint32_t(getuid()), uint32_t(getpid()), key,
+                 kHost};
+}
+
+}  // namespace
+
+// Runner process: the per-run directory, created before any test starts.
+static char g_run_dir[64];
+ReportHook(PRE_ALL)(struct criterion_test_set*) {
+  snprintf(g_run_dir, sizeof g_run_dir, "/dev/shm/pmut_run_XXXXXX");
+  if (mkdtemp(g_run_dir)) setenv(kRunDirEnv, g_run_dir, 1);
+  else g_run_dir[0] = 0;
+}
+ReportHook(POST_ALL)(struct criterion_global_stats*) {
+  if (g_run_dir[0]) remove_tree(g_run_dir);
+}
+
+TestSuite(shm, .init = setup, .fini = teardown);
+
+// --- names and regions ------------------------------------------------------
+
+Test(shm, name_identifies_this_endpoint) {
+  g_a = open_dev();
+  g_b = open_dev();
+  ShmName a = name_of(*g_a), b = name_of(*g_b);
+  cr_assert_eq(a.magic, pm::shm::kNameMagic);
+  cr_assert_eq(a.version, pm::shm::kVersion);
+  cr_assert_eq(a.uid, uint32_t(getuid()));
+  cr_assert_eq(a.pid, uint32_t(getpid()));
+  cr_assert_eq(a.host, kHost);
+  cr_assert_neq(a.key, 0u);
+  cr_assert_neq(a.key, b.key, "two endpoints got the same key");
+  cr_assert(ShmDevice::valid_name(&a, sizeof a));
+
+  char want[96];
+  snprintf(want, sizeof want, "pmshm://%u/%016llx@0123456789abcdef", a.uid, (unsigned long long)a.key);
+  std::string s = g_a->name_str(&a, sizeof a);
+  cr_assert_str_eq(s.c_str(), want);
+  s = g_b->name_str(&a, sizeof a);  // any device formats any name
+  cr_assert_str_eq(s.c_str(), want);
+  s = g_a->name_str(&a, sizeof a - 1);
+  cr_assert_str_eq(s.c_str(), "");
+  ShmName bad = a;
+  bad.magic ^= 1;
+  s = g_a->name_str(&bad, sizeof bad);
+  cr_assert_str_eq(s.c_str(), "");
+
+  cr_assert_eq(g_a->max_payload(), kChunkSize);
+  cr_assert_eq(g_a->inline_payload(), kCellInline);
+}
+
+Test(shm, region_file_has_the_configured_layout) {
+  g_a = open_dev();
+  std::string p = path_of(*g_a);
+  char base[64];
+  snprintf(base, sizeof base, "/pmshm_%u_%016llx", unsigned(getuid()), (unsigned long long)name_of(*g_a).key);
+  std::string want = std::string(g_dir) + base;
+  cr_assert_str_eq(p.c_str(), want.c_str());
+  struct stat st;
+  cr_assert_eq(stat(p.c_str(), &st), 0, "no region file %s", p.c_str());
+  cr_assert(S_ISREG(st.st_mode));
+  cr_assert_eq(st.st_mode & 0777, 0600u);
+  // 4 KiB header, 16 cells of 256 B, 4 chunk states of 64 B (page aligned),
+  // 4 chunks of 8 KiB.
+  cr_assert_eq(size_t(st.st_size), size_t(4096 + 16 * 256 + 4096 + 4 * 8192));
+  cr_assert_eq(stat((p + ".wake").c_str(), &st), 0);
+  cr_assert(S_ISFIFO(st.st_mode));
+}
+
+Test(shm, resolve_is_stable_and_rejects_malformed_names) {
+  g_a = open_dev();
+  g_b = open_dev();
+  g_c = open_dev();
+  PeerId pb = resolve(*g_a, *g_b);
+  PeerId pc = resolve(*g_a, *g_c);
+  cr_assert_neq(pb, pc);
+  cr_assert_eq(resolve(*g_a, *g_b), pb);
+  cr_assert_eq(resolve(*g_a, *g_c), pc);
+  ShmName copy = name_of(*g_b);
+  cr_assert_eq(g_a->resolve(&copy, sizeof copy), pb);
+
+  size_t len = 0;
+  const void* n = g_a->peer_name(pb, &len);
+  cr_assert_not_null(n);
+  cr_assert_eq(len, sizeof(ShmName));
+  cr_assert_eq(memcmp(n, g_b->name(), len), 0);
+  cr_assert_null(g_a->peer_name(pc + 1000, &len));
+
+  ShmName bad = name_of(*g_b);
+  cr_assert_eq(g_a->resolve(&bad, sizeof bad - 1), kNoPeer);
+  uint8_t longer[sizeof bad + 1] = {};
+  memcpy(longer, &bad, sizeof bad);
+  cr_assert_eq(g_a->resolve(longer, sizeof longer), kNoPeer);
+  bad.magic = 0x12345678;
+  cr_assert_eq(g_a->resolve(&bad, sizeof bad), kNoPeer);
+  bad = name_of(*g_b);
+  bad.version = pm::shm::kVersion + 1;
+  cr_assert_eq(g_a->resolve(&bad, sizeof bad), kNoPeer);
+  bad = name_of(*g_b);
+  bad.key = 0;
+  cr_assert_eq(g_a->resolve(&bad, sizeof bad), kNoPeer);
+  // Rejections did not create peers.
+  ShmName g = ghost_name(0x77);
+  PeerId next = g_a->resolve(&g, sizeof g);
+  cr_assert_eq(next, (pb > pc ? pb : pc) + 1);
+}
+
+// --- the queue --------------------------------------------------------------
+
+Test(shm, inline_packets_arrive_in_order_with_their_bytes) {
+  g_a = open_dev();
+  g_b = open_dev();
+  PeerId to_b = resolve(*g_a, *g_b);
+  PeerId from_a = resolve(*g_b, *g_a);
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 100), 0);  // empty
+
+  const size_t lens[] = {0, 1, 8, 47, 100, kCellInline - 1, kCellInline, 2, 64, 150};
+  const size_t offs[] = {0, 5, 1, 0, 2100, 9, 8, 7, 1000, 3};
+  for (uint64_t i = 0; i < 10; i++)
+    cr_assert_eq(send_msg(*g_a, to_b, i, offs[i], lens[i]), 0, "send %llu", (unsigned long long)i);
+
+  // A small budget delivers the first ones only, the rest stays queued.
+  cr_assert_eq(g_b->poll(r, 3), 3);
+  cr_assert_eq(r.got.size(), 3u);
+  cr_assert_eq(g_b->poll(r, 100), 7);
+  cr_assert_eq(r.got.size(), 10u);
+  for (uint64_t i = 0; i < 10; i++) check_pkt(r.got[i], from_a, i, offs[i], lens[i]);
+  cr_assert_eq(g_b->poll(r, 100), 0);
+  cr_assert_eq(g_a->poll(r, 100), 0);  // nothing went the other way
+}
+
+Test(shm, sender_first_seen_by_a_packet_gets_the_id_of_its_name) {
+  g_a = open_dev();
+  g_b = open_dev();
+  PeerId to_b = resolve(*g_a, *g_b);
+  cr_assert_eq(send_msg(*g_a, to_b, 1, 0, 10), 0);
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 10), 1);
+  PeerId seen = r.got[0].peer;
+  cr_assert_neq(seen, kNoPeer);
+  // The name rebuilt from the sender's region equals the one it advertises.
+  size_t len = 0;
+  const void* n = g_b->peer_name(seen, &len);
+  cr_assert_not_null(n);
+  cr_assert_eq(len, sizeof(ShmName));
+  cr_assert_eq(memcmp(n, g_a->name(), len), 0);
+  cr_assert_eq(resolve(*g_b, *g_a), seen);
+  check_pkt(r.got[0], seen, 1, 0, 10);
+  // And replies go back over it.
+  cr_assert_eq(send_msg(*g_b, seen, 2, 3, 20), 0);
+  Recorder ra;
+  cr_assert_eq(g_a->poll(ra, 10), 1);
+  check_pkt(ra.got[0], to_b, 2, 3, 20);
+}
+
+Test(shm, chunk_packets_carry_large_payloads_across_iovs) {
+  g_a = open_dev();
+  g_b = open_dev();
+  PeerId to_b = resolve(*g_a, *g_b);
+  PeerId from_a = resolve(*g_b, *g_a);
+  const size_t lens[] = {kCellInline + 1, 4096, kChunkSize - 1, kChunkSize};
+  const size_t offs[] = {0, 1, 2050, 3};
+  for (uint64_t i = 0; i < 4; i++) cr_assert_eq(send_msg(*g_a, to_b, i, offs[i], lens[i]), 0);
+  // Larger than a chunk is refused outright.
+  cr_assert_eq(send_msg(*g_a, to_b, 9, 0, kChunkSize + 1), -FI_EINVAL);
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 100), 4);
+  for (uint64_t i = 0; i < 4; i++) check_pkt(r.got[i], from_a, i, offs[i], lens[i]);
+}
+
+Test(shm, inline_and_chunk_packets_keep_one_order) {
+  g_a = open_dev();
+  g_b = open_dev();
+  PeerId to_b = resolve(*g_a, *g_b);
+  PeerId from_a = resolve(*g_b, *g_a);
+  const size_t lens[] = {10, 5000, 0, kChunkSize, kCellInline, kCellInline + 1, 1};
+  for (uint64_t i = 0; i < 7; i++) cr_assert_eq(send_msg(*g_a, to_b, i, i, lens[i]), 0);
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 100), 7);
+  for (uint64_t i = 0; i < 7; i++) check_pkt(r.got[i], from_a, i, i, lens[i]);
+}
+
+Test(shm, only_payloads_beyond_the_cell_take_a_chunk) {
+  g_a = open_dev();
+  g_b = open_dev();
+  PeerId to_b = resolve(*g_a, *g_b);
+  PeerId from_a = resolve(*g_b, *g_a);
+  for (uint64_t k = 0; k < kChunks; k++) cr_assert_eq(send_msg(*g_a, to_b, k, 0, 2000), 0);
+  // Chunks exhausted: a payload that fits the cell still goes, one more byte waits.
+  cr_assert_eq(send_msg(*g_a, to_b, 4, 2, kCellInline), 0);
+  cr_assert_eq(send_msg(*g_a, to_b, 5, 0, kCellInline + 1), -FI_EAGAIN);
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 100), int(kChunks) + 1);
+  for (uint64_t k = 0; k < kChunks; k++) check_pkt(r.got[k], from_a, k, 0, 2000);
+  check_pkt(r.got[kChunks], from_a, 4, 2, kCellInline);
+}
+
+// A whole single-packet eager message may travel in the compact cell format:
+// larger inline payloads, and the receiver sees op, flags, tag, cq_data and
+// lengths as sent.
+Test(shm, single_packet_eager_messages_keep_tag_data_and_length) {
+  g_a = open_dev();
+  g_b = open_dev();
+  PeerId to_b = resolve(*g_a, *g_b);
+  PeerId from_a = resolve(*g_b, *g_a);
+  // Take every chunk first: none of these may need one.
+  for (uint64_t k = 0; k < kChunks; k++) cr_assert_eq(send_msg(*g_a, to_b, 3 * k, 0, 3000), 0);
+  const size_t lens[] = {0, 1, kCellInline, kCellInline + 1, pm::shm::kCompactInline};
+  const uint8_t flags[] = {0, pm::kPktTagged, pm::kPktCqData, pm::kPktTagged | pm::kPktCqData, pm::kPktTagged};
+  for (size_t k = 0; k < 5; k++) {
+    Scatter sc(lens[k] + 9, 500 + k);
+    PktHdr h{};
+    h.op = pm::kPktEager;
+    h.flags = flags[k];
+    h.seg_len = uint32_t(lens[k]);
+    h.msg_id = 0x77 + k;
+    h.tag = 0xabcdef0000000000ull + k;
+    h.cq_data = 0x1111111111111111ull * (k + 1);
+    h.msg_len = lens[k];
+    h.offset = 0;
+    cr_assert_eq(g_a->send(to_b, h, sc.iov.data(), sc.iov.size(), 9, lens[k]), 0, "eager of %zu bytes",
+                 lens[k]);
+  }
+  // A whole message one byte over the compact size needs a chunk again.
+  {
+    Scatter sc(300, 1);
+    PktHdr h{};
+    h.op = pm::kPktEager;
+    h.msg_len = h.seg_len = pm::shm::kCompactInline + 1;
+    cr_assert_eq(g_a->send(to_b, h, sc.iov.data(), sc.iov.size(), 0, pm::shm::kCompactInline + 1), -FI_EAGAIN);
+  }
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 100), int(kChunks) + 5);
+  for (uint64_t k = 0; k < kChunks; k++) check_pkt(r.got[k], from_a, 3 * k, 0, 3000);
+  for (size_t k = 0; k < 5; k++) {
+    const Got& g = r.got[kChunks + k];
+    cr_assert_eq(g.peer, from_a);
+    cr_assert_eq(g.hdr.op, pm::kPktEager);
+    cr_assert_eq(g.hdr.flags, flags[k]);
+    cr_assert_eq(g.hdr.tag, 0xabcdef0000000000ull + k);
+    cr_assert_eq(g.hdr.cq_data, 0x1111111111111111ull * (k + 1));
+    cr_assert_eq(g.hdr.msg_len, lens[k]);
+    cr_assert_eq(g.hdr.seg_len, lens[k]);
+    cr_assert_eq(g.hdr.offset, 0u);
+    cr_assert_eq(g.data.size(), lens[k]);
+    std::vector<uint8_t> ref = Scatter(lens[k] + 9, 500 + k).bytes(9, lens[k]);
+    cr_assert(g.data == ref, "payload of the %zu-byte eager message differs", lens[k]);
+  }
+}
+
+Test(shm, full_queue_returns_eagain_until_the_receiver_polls) {
+  g_a = open_dev();
+  g_b = open_dev();
+  PeerId to_b = resolve(*g_a, *g_b);
+  PeerId from_a = resolve(*g_b, *g_a);
+  uint64_t i = 0;
+  for (; i < kCells; i++) cr_assert_eq(send_msg(*g_a, to_b, i, 0, 32), 0, "send %llu", (unsigned long long)i);
+  cr_assert_eq(send_msg(*g_a, to_b, 100, 0, 32), -FI_EAGAIN);
+  cr_assert_eq(send_msg(*g_a, to_b, 101, 0, 32), -FI_EAGAIN);
+  // A chunk packet is refused too, and gives its chunk back.
+  for (int k = 0; k < 2 * int(kChunks); k++) cr_assert_eq(send_msg(*g_a, to_b, 102, 0, 4000), -FI_EAGAIN);
+
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 1), 1);
+  cr_assert_eq(send_msg(*g_a, to_b, i++, 0, 32), 0);  // one cell free again
+  cr_assert_eq(send_msg(*g_a, to_b, 103, 0, 32), -FI_EAGAIN);
+  cr_assert_eq(g_b->poll(r, 100), int(kCells));
+  cr_assert_eq(r.got.size(), size_t(kCells) + 1);
+  for (uint64_t k = 0; k < i; k++) check_pkt(r.got[k], from_a, k, 0, 32);
+
+  // Every chunk is still free: as many chunk packets as chunks go through.
+  r.got.clear();
+  for (uint64_t k = 0; k < kChunks; k++) cr_assert_eq(send_msg(*g_a, to_b, 200 + k, 1, 4000), 0);
+  cr_assert_eq(g_b->poll(r, 100), int(kChunks));
+  for (uint64_t k = 0; k < kChunks; k++) check_pkt(r.got[k], from_a, 200 + k, 1, 4000);
+}
+
+Test(shm, queue_wraps_around_many_times) {
+  g_a = open_dev();
+  g_b = open_dev();
+  PeerId to_b = resolve(*g_a, *g_b);
+  PeerId from_a = resolve(*g_b, *g_a);
+  uint64_t sent = 0, seen = 0;
+  Recorder r;
+  // Uneven batches so head and tail meet at every cell position.
+  for (int round = 0; round < 40; round++) {
+    int batch = 1 + (round * 5) % int(kCells);
+    for (int k = 0; k < batch; k++, sent++) cr_assert_eq(send_msg(*g_a, to_b, sent, 0, sent % 150), 0);
+    cr_assert_eq(g_b->poll(r, 1000), batch);
+    for (; seen < sent; seen++) check_pkt(r.got[seen], from_a, seen, 0, seen % 150);
+  }
+  cr_assert_gt(sent, uint64_t(10 * kCells));
+}
+
+Test(shm, chunks_are_recycled_after_the_receiver_consumed_them) {
+  g_a = open_dev();
+  g_b = open_dev();
+  PeerId to_b = resolve(*g_a, *g_b);
+  PeerId from_a = resolve(*g_b, *g_a);
+  uint64_t i = 0;
+  Recorder r;
+  for (int round = 0; round < 6; round++) {
+    uint64_t first = i;
+    for (uint32_t k = 0; k < kChunks; k++, i++)
+      cr_assert_eq(send_msg(*g_a, to_b, i, i % 11, 1000 + 1000 * k), 0, "round %d chunk %u", round, k);
+    // All chunks busy: chunk packets wait, inline ones still go.
+    cr_assert_eq(send_msg(*g_a, to_b, 999, 0, 1000), -FI_EAGAIN);
+    cr_assert_eq(send_msg(*g_a, to_b, i, 0, 50), 0);
+    i++;
+    r.got.clear();
+    cr_assert_eq(g_b->poll(r, 100), int(kChunks) + 1);
+    for (uint32_t k = 0; k < kChunks; k++)
+      check_pkt(r.got[k], from_a, first + k, (first + k) % 11, 1000 + 1000 * k);
+    check_pkt(r.got[kChunks], from_a, first + kChunks, 0, 50);
+  }
+  // 24 chunk packets went through 4 chunks.
+  cr_assert_eq(i, uint64_t(6 * (kChunks + 1)));
+}
+
+Test(shm, partial_consumption_frees_exactly_the_consumed_chunks) {
+  g_a = open_dev();
+  g_b = open_dev();
+  PeerId to_b = resolve(*g_a, *g_b);
+  PeerId from_a = resolve(*g_b, *g_a);
+  for (uint64_t k = 0; k < kChunks; k++) cr_assert_eq(send_msg(*g_a, to_b, k, 0, 3000), 0);
+  cr_assert_eq(send_msg(*g_a, to_b, 50, 0, 3000), -FI_EAGAIN);
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 1), 1);
+  cr_assert_eq(send_msg(*g_a, to_b, 4, 0, 3000), 0);   // the one freed chunk
+  cr_assert_eq(send_msg(*g_a, to_b, 51, 0, 3000), -FI_EAGAIN);
+  cr_assert_eq(g_b->poll(r, 100), 4);
+  for (uint64_t k = 0; k < 5; k++) check_pkt(r.got[k], from_a, k, 0, 3000);
+}
+
+Test(shm, two_senders_into_one_queue_keep_per_sender_order) {
+  g_a = open_dev();
+  g_b = open_dev();
+  g_c = open_dev();
+  PeerId a_to_b = resolve(*g_a, *g_b);
+  PeerId c_to_b = resolve(*g_c, *g_b);
+  for (uint64_t k = 0; k < 6; k++) {
+    cr_assert_eq(send_msg(*g_a, a_to_b, k, 0, k % 2 ? 3000 : 40), 0);
+    cr_assert_eq(send_msg(*g_c, c_to_b, 100 + k, 1, k % 3 ? 60 : 2000), 0);
+  }
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 100), 12);
+  PeerId from_a = resolve(*g_b, *g_a), from_c = resolve(*g_b, *g_c);
+  cr_assert_neq(from_a, from_c);
+  uint64_t na = 0, nc = 0;
+  for (const Got& g : r.got) {
+    if (g.peer == from_a) {
+      check_pkt(g, from_a, na, 0, na % 2 ? 3000 : 40);
+      na++;
+    } else {
+      check_pkt(g, from_c, 100 + nc, 1, nc % 3 ? 60 : 2000);
+      nc++;
+    }
+  }
+  cr_assert_eq(na, 6u);
+  cr_assert_eq(nc, 6u);
+}
+
+// --- connecting to endpoints that are not there -------------------------------
+
+Test(shm, missing_region_is_eagain_until_the_connect_timeout_then_unreachable) {
+  g_a = open_dev();
+  ShmName ghost = ghost_name(0x5eed5eed5eed5eedull);
+  PeerId p = g_a->resolve(&ghost, sizeof ghost);
+  cr_assert_neq(p, kNoPeer);
+  uint64_t start = pm::now_ns();
+  uint64_t deadline = start + 2000ull * 1000000;
+  int rc, eagains = 0;
+  while ((rc = send_msg(*g_a, p, 1, 0, 16)) == -FI_EAGAIN && pm::now_ns() < deadline) {
+    eagains++;
+    usleep(5000);
+  }
+  uint64_t elapsed_ms = (pm::now_ns() - start) / 1000000;
+  cr_assert_eq(rc, -FI_EHOSTUNREACH, "send gave %d (%s) after %llu ms", rc, fi_strerror(-rc),
+               (unsigned long long)elapsed_ms);
+  cr_assert_geq(elapsed_ms, uint64_t(kConnectTimeoutMs), "gave up after %llu ms",
+                (unsigned long long)elapsed_ms);
+  cr_assert_lt(elapsed_ms, 1500u);
+  cr_assert_gt(eagains, 5);
+  // Unreachable for good, also for chunk packets, liveness and CMA.
+  cr_assert_eq(send_msg(*g_a, p, 2, 0, 16), -FI_EHOSTUNREACH);
+  cr_assert_eq(send_msg(*g_a, p, 3, 0, 5000), -FI_EHOSTUNREACH);
+  cr_assert_not(g_a->peer_alive(p));
+  cr_assert_not(g_a->can_read_remote(p));
+}
+
+Test(shm, peer_alive_is_true_within_the_connect_timeout_of_a_missing_region) {
+  g_a = open_dev();
+  ShmName ghost = ghost_name(0xabcdef12345ull);
+  PeerId p = g_a->resolve(&ghost, sizeof ghost);
+  cr_assert(g_a->peer_alive(p));
+  usleep((kConnectTimeoutMs + 50) * 1000);
+  cr_assert_not(g_a->peer_alive(p));
+  cr_assert_not(g_a->peer_alive(p + 100));  // unknown id
+}
+
+Test(shm, region_appearing_within_the_timeout_connects) {
+  g_a = open_dev();
+  g_b = open_dev();
+  // B's name is resolved before B exists; simulate by hiding its region.
+  std::string p = path_of(*g_b), hidden = p + ".hidden";
+  cr_assert_eq(rename(p.c_str(), hidden.c_str()), 0);
+  PeerId to_b = resolve(*g_a, *g_b);
+  cr_assert_eq(send_msg(*g_a, to_b, 1, 0, 16), -FI_EAGAIN);
+  cr_assert_eq(send_msg(*g_a, to_b, 1, 0, 16), -FI_EAGAIN);
+  cr_assert_eq(rename(hidden.c_str(), p.c_str()), 0);
+  cr_assert_eq(send_msg(*g_a, to_b, 1, 0, 16), 0);
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 10), 1);
+  check_pkt(r.got[0], resolve(*g_b, *g_a), 1, 0, 16);
+}
+
+// --- single copy --------------------------------------------------------------
+
+Test(shm, read_remote_copies_from_the_peer_process_by_cma) {
+  {
+    // Skip only where the kernel forbids CMA outright (seccomp, ptrace scope).
+    uint64_t s = 42, d = 0;
+    struct iovec l = {&d, sizeof d}, rr = {&s, sizeof s};
+    if (process_vm_readv(getpid(), &l, 1, &rr, 1, 0) != ssize_t(sizeof d))
+      cr_skip_test("process_vm_readv is not permitted here: %s", strerror(errno));
+  }
+  g_a = open_dev();
+  g_b = open_dev();
+  PeerId a_in_b = resolve(*g_b, *g_a);
+  cr_assert(g_b->can_read_remote(a_in_b));
+  cr_assert(g_b->can_read_remote(a_in_b));  // cached answer
+
+  // "Remote" memory of A (same process): three pieces with offsets.
+  Scatter src(20000, 77);
+  std::vector<uint8_t> flat = src.bytes(0, 20000);
+  struct iovec remote[3] = {{flat.data() + 3, 5000}, {flat.data() + 9000, 1}, {flat.data() + 12000, 7999}};
+  std::vector<uint8_t> l1(4096, 0), l2(9000, 0);
+  struct iovec local[2] = {{l1.data(), l1.size()}, {l2.data(), l2.size()}};
+  ssize_t n = g_b->read_remote(a_in_b, local, 2, remote, 3);
+  cr_assert_eq(n, ssize_t(5000 + 1 + 7999));
+  std::vector<uint8_t> want;
+  want.insert(want.end(), flat.begin() + 3, flat.begin() + 5003);
+  want.push_back(flat[9000]);
+  want.insert(want.end(), flat.begin() + 12000, flat.begin() + 19999);
+  std::vector<uint8_t> got(l1);
+  got.insert(got.end(), l2.begin(), l2.end());
+  cr_assert_eq(memcmp(got.data(), want.data(), want.size()), 0, "CMA bytes differ");
+  cr_assert_eq(got[want.size()], 0, "CMA wrote past the data");
+
+  // A bad remote address is an error, not a crash.
+  struct iovec bad = {reinterpret_cast<void*>(8), 16};
+  cr_assert_lt(g_b->read_remote(a_in_b, local, 1, &bad, 1), 0);
+  std::string st = g_b->stats();
+  cr_assert(st.find("cma_reads=1 cma_bytes=13000") != std::string::npos, "%s", st.c_str());
+}
+
+Test(shm, cma_disabled_means_no_single_copy) {
+  g_a = open_dev();
+  g_b = open_dev(false);
+  PeerId a_in_b = resolve(*g_b, *g_a);
+  cr_assert_not(g_b->can_read_remote(a_in_b));
+  cr_assert_not(g_b->can_read_remote(a_in_b + 50));
+}
+
+// --- liveness and cleanup -----------------------------------------------------
+
+Test(shm, destroyed_device_removes_its_region_and_is_seen_dead) {
+  g_a = open_dev();
+  g_b = open_dev();
+  PeerId a_in_b = resolve(*g_b, *g_a);
+  PeerId b_in_a = resolve(*g_a, *g_b);
+  cr_assert_eq(send_msg(*g_b, a_in_b, 1, 0, 8), 0);  // maps A's region in B
+  cr_assert(g_b->peer_alive(a_in_b));
+  cr_assert(g_a->peer_alive(b_in_a));
+  std::string pa = path_of(*g_a);
+  cr_assert(exists(pa));
+  cr_assert(exists(pa + ".wake"));
+
+  g_a.reset();
+  cr_assert_not(exists(pa), "region %s still there after the device closed", pa.c_str());
+  cr_assert_not(exists(pa + ".wake"));
+  cr_assert_not(g_b->peer_alive(a_in_b));
+  cr_assert_not(g_b->peer_alive(a_in_b));
+  // Once seen dead, sends fail at once, inline or not.
+  cr_assert_eq(send_msg(*g_b, a_in_b, 2, 0, 8), -FI_ECONNRESET);
+  cr_assert_eq(send_msg(*g_b, a_in_b, 3, 0, 3000), -FI_ECONNRESET);
+  cr_assert_not(g_b->can_read_remote(a_in_b));
+  // B itself is untouched.
+  cr_assert(exists(path_of(*g_b)));
+}
+
+// --- another process ----------------------------------------------------------
+
+namespace {
+struct ChildInfo {
+  ShmName name;
+  uint64_t buf_addr;  // a buffer in the child holding pattern(i) = i * 3 + 1
+};
+constexpr size_t kChildBuf = 10000;
+
+// The child: opens its device, says who it is, sends three packets to the
+// parent, then waits for the word and exits without any cleanup (as if killed).
+[[noreturn]] void child_main(int info_fd, int go_fd, ShmName parent) {
+  static uint8_t buf[kChildBuf];
+  for (size_t i = 0; i < kChildBuf; i++) buf[i] = uint8_t(i * 3 + 1);
+  int err = 0;
+  std::unique_ptr<ShmDevice> d = ShmDevice::open(config(), kHost, &err);
+  if (!d) _exit(2);
+  ChildInfo ci{};
+  memcpy(&ci.name, d->name(), sizeof ci.name);
+  ci.buf_addr = reinterpret_cast<uint64_t>(buf);
+  PeerId to_parent = d->resolve(&parent, sizeof parent);
+  for (uint64_t i = 0; i < 3; i++)
+    if (send_msg(*d, to_parent, 40 + i, i, i == 1 ? 5000 : 100) != 0) _exit(3);
+  if (write(info_fd, &ci, sizeof ci) != ssize_t(sizeof ci)) _exit(4);
+  char c;
+  if (read(go_fd, &c, 1) != 1) _exit(5);
+  _exit(0);  // no destructors, no atexit: the region file stays behind
+}
+}  // namespace
+
+Test(shm, another_process_sends_is_read_by_cma_and_is_detected_dead) {
+  g_b = open_dev();
+  const ShmName parent = name_of(*g_b);
+  int info[2], go[2];
+  cr_assert_eq(pipe(info), 0);
+  cr_assert_eq(pipe(go), 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    close(info[0]);
+    close(go[1]);
+    child_main(info[1], go[0], parent);
+  }
+  close(info[1]);
+  close(go[0]);
+  ChildInfo ci{};
+  ssize_t got = read(info[0], &ci, sizeof ci);
+  close(info[0]);
+  if (got != ssize_t(sizeof ci)) {
+    close(go[1]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    cr_assert_fail("child failed before reporting (exit %d)", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  }
+  cr_assert_eq(ci.name.pid, uint32_t(pid));
+
+  // Its packets, first seen as a sender.
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 10), 3);
+  PeerId child = resolve(*g_b, ci.name);
+  for (uint64_t i = 0; i < 3; i++) check_pkt(r.got[i], child, 40 + i, i, i == 1 ? 5000 : 100);
+  cr_assert(g_b->peer_alive(child));
+
+  // Single copy out of its memory.
+  {
+    uint64_t s = 42, d = 0;
+    struct iovec l = {&d, sizeof d}, rr = {&s, sizeof s};
+    bool cma_ok = process_vm_readv(getpid(), &l, 1, &rr, 1, 0) == ssize_t(sizeof d);
+    if (cma_ok) {
+      cr_assert(g_b->can_read_remote(child));
+      std::vector<uint8_t> dst(3000, 0);
+      struct iovec lo = {dst.data(), dst.size()};
+      struct iovec re = {reinterpret_cast<void*>(ci.buf_addr + 123), 3000};
+      cr_assert_eq(g_b->read_remote(child, &lo, 1, &re, 1), ssize_t(3000));
+      for (size_t i = 0; i < 3000; i++)
+        if (dst[i] != uint8_t((i + 123) * 3 + 1)) cr_assert_fail("CMA byte %zu differs", i);
+    }
+  }
+
+  // Killed without cleanup: its files stay until someone sees it dead.
+  std::string path = pm::shm::region_path(g_dir, ci.name.uid, ci.name.key);
+  cr_assert_eq(write(go[1], "x", 1), 1);
+  close(go[1]);
+  int st = 0;
+  cr_assert_eq(waitpid(pid, &st, 0), pid);
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+  cr_assert(exists(path), "the child's region should outlive it");
+  cr_assert_not(g_b->peer_alive(child));
+  cr_assert_not(exists(path), "a dead peer's region is removed once it is seen dead");
+  cr_assert_not(exists(path + ".wake"));
+  cr_assert_eq(send_msg(*g_b, child, 9, 0, 10), -FI_ECONNRESET);
+}
+
+Test(shm, open_removes_stale_regions_but_not_live_ones) {
+  g_a = open_dev();
+  // A region file of a dead endpoint: right name, not locked.
+  std::string stale = pm::shm::region_path(g_dir, getuid(), 0xdeaddeaddeaddeadull);
+  int fd = ::open(stale.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  cr_assert_geq(fd, 0);
+  cr_assert_eq(ftruncate(fd, 8192), 0);
+  close(fd);
+  cr_assert_eq(mkfifo((stale + ".wake").c_str(), 0600), 0);
+  // Files that only look similar stay.
+  std::string other = std::string(g_dir) + "/pmshm_notours";
+  fd = ::open(other.c_str(), O_RDWR | O_CREAT, 0600);
+  cr_assert_geq(fd, 0);
+  close(fd);
+
+  g_b = open_dev();
+  cr_assert_not(exists(stale), "stale region not removed");
+  cr_assert_not(exists(stale + ".wake"));
+  cr_assert(exists(path_of(*g_a)), "a live region was removed");
+  cr_assert(exists(other));
+}
+
+// --- blocking waits -----------------------------------------------------------
+
+Test(shm, armed_receiver_is_woken_through_its_fifo) {
+  g_a = open_dev();
+  g_b = open_dev();
+  PeerId to_b = resolve(*g_a, *g_b);
+  int fd = g_b->wait_fd();
+  cr_assert_geq(fd, 0);
+  cr_assert_not(readable(fd));
+
+  cr_assert_eq(send_msg(*g_a, to_b, 1, 0, 8), 0);  // not armed: no wake
+  cr_assert_not(readable(fd));
+  g_b->arm_wait(true);
+  cr_assert_eq(send_msg(*g_a, to_b, 2, 0, 8), 0);
+  cr_assert(readable(fd), "armed receiver not woken");
+  g_b->drain_wait();
+  cr_assert_not(readable(fd));
+  g_b->arm_wait(false);
+  cr_assert_eq(send_msg(*g_a, to_b, 3, 0, 8), 0);
+  cr_assert_not(readable(fd));
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 10), 3);
+  std::string st = g_a->stats();
+  cr_assert(st.find("wakes=1 ") != std::string::npos, "%s", st.c_str());
+}
+
+Test(shm, stats_count_what_happened) {
+  g_a = open_dev();
+  g_b = open_dev();
+  PeerId to_b = resolve(*g_a, *g_b);
+  for (uint64_t k = 0; k < kChunks; k++) cr_assert_eq(send_msg(*g_a, to_b, k, 0, 1000), 0);
+  cr_assert_eq(send_msg(*g_a, to_b, 9, 0, 1000), -FI_EAGAIN);  // no chunk
+  for (uint64_t k = kChunks; k < kCells; k++) cr_assert_eq(send_msg(*g_a, to_b, k, 0, 10), 0);
+  cr_assert_eq(send_msg(*g_a, to_b, 9, 0, 10), -FI_EAGAIN);    // queue full
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 100), int(kCells));
+  std::string sa = g_a->stats(), sb = g_b->stats();
+  cr_assert(sa.find("tx_pkts=16 inline=12 chunk=4 rx_pkts=0") != std::string::npos, "%s", sa.c_str());
+  cr_assert(sa.find("queue_full=1 no_chunk=1 wakes=0 dropped=0") != std::string::npos, "%s", sa.c_str());
+  cr_assert(sb.find("tx_pkts=0 inline=0 chunk=0 rx_pkts=16") != std::string::npos, "%s", sb.c_str());
+  std::string self = g_a->name_str(g_a->name(), g_a->name_len());
+  cr_assert_eq(sa.rfind(self + " ", 0), 0u, "%s", sa.c_str());
+}
