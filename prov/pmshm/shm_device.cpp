@@ -38,8 +38,11 @@ std::unique_ptr<ShmDevice> ShmDevice::open(const DeviceConfig& cfg, uint64_t hos
   uint32_t uid = getuid();
   cleanup_stale(cfg.region.dir, uid);
   uint64_t key = random_key();
-  // Registered processes can be fenced by a sleeping owner (see send()).
-  d->fence_free_ = syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+  // Registered processes can be fenced by a sleeping owner (see send());
+  // registration is per process, so it is done once.
+  static const bool registered =
+      syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+  d->fence_free_ = registered;
   if (int rc = d->own_.create(cfg.region, key, host, d->fence_free_)) {
     *err = rc;
     return nullptr;
@@ -159,6 +162,7 @@ int ShmDevice::alloc_chunk() noexcept {
 
 int ShmDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt,
                     size_t offset, size_t len) noexcept {
+  if (peer >= peers_.size()) return -FI_EINVAL;
   Peer& p = peers_[peer];
   if (!p.region.mapped()) {
     if (int rc = map_peer(p)) return rc;
@@ -301,6 +305,7 @@ bool ShmDevice::can_read_remote(PeerId peer) noexcept {
 
 ssize_t ShmDevice::read_remote(PeerId peer, const struct iovec* local, size_t lcnt,
                                const struct iovec* remote, size_t rcnt) noexcept {
+  if (peer >= peers_.size() || !peers_[peer].region.mapped()) return -FI_ECONNRESET;
   Peer& p = peers_[peer];
   ssize_t n = process_vm_readv(pid_t(p.region.hdr()->owner_pid), local, lcnt, remote, rcnt, 0);
   if (n < 0) return -errno;

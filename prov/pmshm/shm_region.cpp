@@ -28,7 +28,8 @@ namespace {
 constexpr int kMaxOwned = 64;
 constexpr int kPathMax = 256;
 char g_owned[kMaxOwned][kPathMax];
-std::atomic<bool> g_used[kMaxOwned];
+enum : int { kFree, kClaimed, kReady };
+std::atomic<int> g_used[kMaxOwned];
 std::once_flag g_handlers_once;
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
 struct sigaction g_prev[sizeof(kSignals) / sizeof(kSignals[0])];
@@ -36,7 +37,7 @@ struct sigaction g_prev[sizeof(kSignals) / sizeof(kSignals[0])];
 void unlink_all() noexcept {
   char wake[kPathMax + 8];
   for (int i = 0; i < kMaxOwned; i++) {
-    if (!g_used[i].load()) continue;
+    if (g_used[i].load() != kReady) continue;
     unlink(g_owned[i]);
     size_t n = strnlen(g_owned[i], kPathMax);
     memcpy(wake, g_owned[i], n);
@@ -77,20 +78,24 @@ void install_handlers() {
   }
 }
 
+// A slot is claimed (kClaimed), then filled, then published (kReady): the
+// signal handler only reads published slots.
 void track(const std::string& path) {
   std::call_once(g_handlers_once, install_handlers);
+  if (path.size() >= kPathMax) return;
   for (int i = 0; i < kMaxOwned; i++) {
-    bool f = false;
-    if (!g_used[i].load() && path.size() < kPathMax) {
+    int f = kFree;
+    if (g_used[i].compare_exchange_strong(f, kClaimed)) {
       strcpy(g_owned[i], path.c_str());
-      if (g_used[i].compare_exchange_strong(f, true)) return;
+      g_used[i].store(kReady);
+      return;
     }
   }
 }
 
 void untrack(const std::string& path) {
   for (int i = 0; i < kMaxOwned; i++)
-    if (g_used[i].load() && path == g_owned[i]) g_used[i].store(false);
+    if (g_used[i].load() == kReady && path == g_owned[i]) g_used[i].store(kFree);
 }
 
 size_t align_up(size_t v, size_t a) { return (v + a - 1) & ~(a - 1); }
@@ -179,7 +184,6 @@ int Region::create(const RegionConfig& cfg, uint64_t key, uint64_t host, bool fe
   if (!wake_) return -FI_EIO;
 
   RegionHdr* h = new (base_) RegionHdr{};
-  h->magic = kRegionMagic;
   h->version = kVersion;
   h->hdr_size = sizeof(RegionHdr);
   h->owner_pid = uint32_t(getpid());
@@ -201,8 +205,9 @@ int Region::create(const RegionConfig& cfg, uint64_t key, uint64_t host, bool fe
   h->head.store(0);
   for (uint32_t i = 0; i < cfg.chunks; i++) new (&states()[i].busy) std::atomic<uint32_t>(0);
   h->sleeping.store(0);
-  // Publishing the magic last would need a release; the tail store orders it.
-  h->tail.store(0, std::memory_order_release);
+  h->tail.store(0);
+  // The magic goes last: a peer that maps the region early sees 0 and retries.
+  __atomic_store_n(&h->magic, kRegionMagic, __ATOMIC_RELEASE);
   return 0;
 }
 
@@ -215,7 +220,10 @@ int Region::open(const std::string& dir, uint32_t uid, uint64_t key) {
   void* base = mmap(nullptr, size_t(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (base == MAP_FAILED) return -FI_ENOMEM;
   auto* h = static_cast<RegionHdr*>(base);
-  std::atomic_thread_fence(std::memory_order_acquire);
+  if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == 0) {  // still being set up
+    munmap(base, size_t(st.st_size));
+    return -FI_ENOENT;
+  }
   if (h->magic != kRegionMagic || h->version != kVersion || h->key != key ||
       h->size != size_t(st.st_size) || h->cell_size != kCellSize || (h->cells & (h->cells - 1)) ||
       h->chunks_off + size_t(h->chunks) * h->chunk_size > h->size) {

@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <stdexcept>
 
 #include <rdma/providers/fi_prov.h>
 
@@ -27,8 +26,8 @@ void Params::define(const fi_provider* prov, const ParamSpec* specs, size_t n) {
   for (size_t i = 0; i < n; i++) {
     specs_.push_back(&specs[i]);
     std::string help = std::string(specs[i].help) + " (default: " + specs[i].dflt + ")";
-    // libfabric keeps the pointer to the help text: give it a stable copy.
-    fi_param_define(prov, specs[i].name, to_fi(specs[i].type), "%s", strdup(help.c_str()));
+    // libfabric formats the help text into its own copy.
+    fi_param_define(prov, specs[i].name, to_fi(specs[i].type), "%s", help.c_str());
   }
 }
 
@@ -62,7 +61,9 @@ bool Params::get_bool(const char* name) const {
 std::string Params::get_string(const char* name) const {
   const ParamSpec* s = find(name);
   char* v = nullptr;
-  if (s && prov_ && fi_param_get_str(const_cast<fi_provider*>(prov_), name, &v) == FI_SUCCESS && v) return v;
+  // Set but empty counts as unset (FI_PMSHM_DIR= must not mean "/").
+  if (s && prov_ && fi_param_get_str(const_cast<fi_provider*>(prov_), name, &v) == FI_SUCCESS && v && *v)
+    return v;
   return s ? s->dflt : "";
 }
 

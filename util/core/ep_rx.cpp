@@ -73,6 +73,7 @@ ssize_t Endpoint::recv(const struct iovec* iov, size_t iovcnt, fi_addr_t src, ui
     peer = peer_of(src);
     if (peer == kNoPeer) return -FI_EINVAL;
   }
+  if ((flags & FI_CLAIM) && !context) return -FI_EINVAL;  // claims are keyed by context
   if (flags & FI_PEEK) {
     RecvOp want;
     want.context = context;

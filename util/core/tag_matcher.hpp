@@ -86,6 +86,7 @@ class TagMatcher {
   }
 
   Unexp* find_claimed(void* ctx) {
+    if (!ctx) return nullptr;  // unclaimed messages have no context
     for (bool t : {true, false}) {
       UnexpList& l = unexpected(t);
       for (Unexp* u = l.front(); u; u = l.next(u))
