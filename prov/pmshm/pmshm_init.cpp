@@ -25,6 +25,11 @@ const ParamSpec kParams[] = {
      "never use cross-memory attach (process_vm_readv, one copy for large messages; blocked by "
      "seccomp or without CAP_SYS_PTRACE in many containers) and always use the bounce-buffer path",
      "0"},
+    {"cma", T::kString,
+     "when rendezvous messages use CMA single copy: auto (if a start-up timing shows CMA at least half "
+     "as fast as memcpy; otherwise the two-copy bounce pipeline, which is faster on many virtual "
+     "machines), on (whenever permitted), off",
+     "auto"},
     {"queue_cells", T::kSize, "receive queue cells of 256 bytes per endpoint (a power of two)", "1024"},
     {"chunk_size", T::kSize, "bytes per bounce buffer (largest packet)", "32768"},
     {"chunk_count", T::kSize, "bounce buffers per endpoint", "32"},
@@ -74,7 +79,10 @@ class PmShm final : public ProviderDef {
     cfg.region.cells = uint32_t(cells);
     cfg.region.chunks = uint32_t(std::max<size_t>(g_params.get_size("chunk_count"), 2));
     cfg.region.chunk_size = uint32_t(std::max<size_t>(g_params.get_size("chunk_size"), 4096));
-    cfg.cma = !g_params.get_bool("disable_cma");
+    std::string policy = g_params.get_string("cma");
+    cfg.cma = g_params.get_bool("disable_cma") || policy == "off" ? CmaPolicy::kOff
+              : policy == "on"                                   ? CmaPolicy::kOn
+                                                                 : CmaPolicy::kAuto;
     cfg.connect_timeout_ms = int(g_params.get_int("connect_timeout_ms"));
     return ShmDevice::open(cfg, host_id(), err);
   }

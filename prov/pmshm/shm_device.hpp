@@ -14,9 +14,11 @@
 
 namespace pm::shm {
 
+enum class CmaPolicy { kOff, kOn, kAuto };
+
 struct DeviceConfig {
   RegionConfig region;
-  bool cma;               // false: never use CMA (FI_PMSHM_DISABLE_CMA)
+  CmaPolicy cma = CmaPolicy::kAuto;  // kOff: FI_PMSHM_DISABLE_CMA; kAuto: when it is faster
   int connect_timeout_ms; // how long a peer's region may be missing
 };
 

@@ -86,7 +86,7 @@ pm::shm::DeviceConfig config(bool cma = true) {
   cfg.region.cells = kCells;
   cfg.region.chunks = kChunks;
   cfg.region.chunk_size = kChunkSize;
-  cfg.cma = cma;
+  cfg.cma = cma ? pm::shm::CmaPolicy::kOn : pm::shm::CmaPolicy::kOff;
   cfg.connect_timeout_ms = kConnectTimeoutMs;
   return cfg;
 }
