@@ -440,10 +440,11 @@ void EthDevice::handle_frame(const uint8_t* f, size_t len, PacketSink& sink, uin
         q.expected++;
         deliver(id, r.frame.data() + kBodyOff, rh.len, sink);
       }
-      // ACK now every ack_every frames; the rest at the end of this poll.
+      // ACK every ack_every frames; otherwise traffic back carries it, or
+      // the delayed-ACK timer sends it.
       if (++q.rx_since_ack >= cfg_.ack_every) send_ctrl(q, kAck);
       else if (!q.ack_deadline) {
-        q.ack_deadline = now;
+        q.ack_deadline = now + uint64_t(cfg_.delayed_ack_us) * 1000;
         ack_due_.push_back(id);
       }
     } else if (seq_lt(h.seq, p.expected)) {
@@ -514,14 +515,16 @@ int EthDevice::poll(PacketSink& sink, int budget) noexcept {
   int n = wire_->rx_burst(fr, std::min(budget, 32));
   for (int i = 0; i < n; i++) handle_frame(fr[i].data, fr[i].len, sink, now);
   wire_->rx_release();
-  // One coalesced ACK per peer per poll: a receiver that stops calling
-  // progress after this must not leave its senders waiting.
-  for (PeerId id : ack_due_) {
-    Peer& p = peers_[id];
-    if (p.ack_deadline && p.rx_since_ack) send_ctrl(p, kAck);
-    p.ack_deadline = 0;
+  if (!ack_due_.empty()) {
+    size_t keep = 0;
+    for (PeerId id : ack_due_) {
+      Peer& p = peers_[id];
+      if (!p.ack_deadline || !p.rx_since_ack) p.ack_deadline = 0;  // a DATA frame carried it
+      else if (now >= p.ack_deadline) send_ctrl(p, kAck);
+      else ack_due_[keep++] = id;
+    }
+    ack_due_.resize(keep);
   }
-  ack_due_.clear();
   if (now >= next_timer_ns_) {
     run_timers(now);
     next_timer_ns_ = now + 10000;

@@ -25,6 +25,7 @@ struct DeviceConfig {
   bool reliable = true;
   uint32_t window = 256;        // frames in flight per peer
   uint32_t ack_every = 32;      // frames received before an immediate ACK
+  uint32_t delayed_ack_us = 50; // otherwise the longest wait for a piggy-back
   uint32_t rto_init_us = 2000;
   uint32_t rto_min_us = 200;
   uint32_t rto_max_us = 1000000;
@@ -140,7 +141,7 @@ class EthDevice final : public Device {
   };
   std::unordered_map<AddrKey, PeerId, AddrHash> by_addr_;
   std::vector<uint8_t> scratch_;
-  std::vector<PeerId> ack_due_;   // peers owed an ACK at the end of this poll
+  std::vector<PeerId> ack_due_;   // peers owed an ACK (delayed-ACK timer)
   std::mt19937_64 rng_;
   uint64_t next_timer_ns_ = 0;
   struct Stats {

@@ -34,6 +34,8 @@ const ParamSpec kParams[] = {
     {"ethertype", T::kInt, "EtherType of pmeth frames (0x88B5 = 34997, IEEE local experimental)", "34997"},
     {"window", T::kSize, "frames in flight per peer before the sender waits for acknowledgements", "256"},
     {"ack_every", T::kSize, "frames received before an acknowledgement is sent at once", "32"},
+    {"delayed_ack_us", T::kInt,
+     "longest wait for traffic back to carry an acknowledgement before one is sent alone", "50"},
     {"rto_init_us", T::kInt, "retransmission timeout before the round trip is measured", "2000"},
     {"rto_min_us", T::kInt, "lower bound of the retransmission timeout", "200"},
     {"rto_max_us", T::kInt, "upper bound of the retransmission timeout (and of its backoff)", "1000000"},
@@ -163,6 +165,7 @@ class PmEth final : public ProviderDef {
     dc.reliable = info.ep_attr->type == FI_EP_RDM;
     dc.window = uint32_t(g_params.get_size("window"));
     dc.ack_every = uint32_t(std::max<size_t>(1, g_params.get_size("ack_every")));
+    dc.delayed_ack_us = uint32_t(g_params.get_int("delayed_ack_us"));
     dc.rto_init_us = uint32_t(g_params.get_int("rto_init_us"));
     dc.rto_min_us = uint32_t(g_params.get_int("rto_min_us"));
     dc.rto_max_us = uint32_t(g_params.get_int("rto_max_us"));

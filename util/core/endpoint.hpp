@@ -34,6 +34,7 @@ struct TxOp {
   void* context = nullptr;
   uint64_t cq_flags = 0;     // FI_SEND | FI_MSG / FI_TAGGED ...
   bool completion = true;
+  bool wait_ack = false;     // FI_TRANSMIT_COMPLETE: complete when the peer has it
   PeerId peer = kNoPeer;
   PktHdr hdr{};              // op, flags, tag, cq_data, msg_len, msg_id
   struct iovec iov[kMaxIov];

@@ -62,6 +62,7 @@ ssize_t Endpoint::send(const struct iovec* iov, size_t iovcnt, fi_addr_t dest, u
   op->peer = peer;
   op->cq_flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
   op->completion = !inject && (!selective_tx_ || (flags & FI_COMPLETION));
+  op->wait_ack = (flags | tx_op_flags_) & FI_TRANSMIT_COMPLETE;
   op->hdr = PktHdr{};
   op->hdr.op = len > rndv_threshold_ && !inject ? kPktRts : kPktEager;
   op->hdr.flags = uint8_t((tagged ? kPktTagged : 0) | ((flags & FI_REMOTE_CQ_DATA) ? kPktCqData : 0));
@@ -147,9 +148,14 @@ bool Endpoint::advance_tx(TxOp* op) {
   return true;
 }
 
-// The op's data is all with the device: complete once the device says it
-// arrived (at once for devices that deliver at send time).
+// The op's data is all with the device, copied out of the user's buffers:
+// that is inject-complete, the default. FI_TRANSMIT_COMPLETE waits until the
+// device says the peer has it (at once for devices that deliver at send time).
 void Endpoint::sent_all(TxOp* op) {
+  if (!op->wait_ack) {
+    complete_tx(op, 0);
+    return;
+  }
   op->ticket = dev_->tx_ticket(op->peer);
   int st = dev_->tx_state(op->peer, op->ticket);
   if (st != 0) {

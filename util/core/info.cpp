@@ -110,10 +110,19 @@ void apply_hints(fi_info& o, const fi_info& h, uint32_t version) {
   if (version < FI_VERSION(1, 5) && !h.domain_attr) o.domain_attr->mr_mode = FI_MR_SCALABLE;
 }
 
+// libfabric's utility providers (ofi_rxd, ofi_rxm) query core providers with
+// this internal flag to layer on them. Ours implement RDM themselves; an
+// "<ours>;ofi_rxd" entry would only be a slower copy listed before us.
+constexpr uint64_t kCoreProvOnly = 1ULL << 59;
+
 int pm_getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
                const fi_info* hints, fi_info** info) noexcept {
   return guard([&]() -> int {
     *info = nullptr;
+    if (flags & kCoreProvOnly) {
+      PM_INFO(FI_LOG_CORE, "not offered for layering under utility providers");
+      return -FI_ENODATA;
+    }
     std::string why;
     fi_info* tmpls = g_provdef->templates(&why);
     if (!tmpls) {

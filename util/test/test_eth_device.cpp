@@ -1,0 +1,1362 @@
+// The pmeth device's reliability protocol end to end: two or three EthDevices
+// of one process on an in-process loopback segment (a fresh segment per
+// test), with the segment's programmable faults (drop, dup, reorder, corrupt,
+// delay); raw frames crafted by hand on another LoopWire of the segment for
+// the frame format and the malformed-frame checks.
+#include <criterion/criterion.h>
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <rdma/fi_errno.h>
+
+#include "base/clock.hpp"
+#include "device.hpp"
+#include "eth_device.hpp"
+#include "eth_wire.hpp"
+#include "wire/loop_wire.hpp"
+#include "wire/wire.hpp"
+
+using pm::kNoPeer;
+using pm::PeerId;
+using pm::PktHdr;
+using pm::eth::DeviceConfig;
+using pm::eth::EthDevice;
+using pm::eth::EthName;
+using pm::eth::Frame;
+using pm::eth::FrameHdr;
+using pm::eth::LoopFaults;
+using pm::eth::Wire;
+using pm::eth::WireConfig;
+
+namespace {
+
+constexpr uint64_t kHost = 0x0123456789abcdefull;
+constexpr uint32_t kJob = 7;
+constexpr uint32_t kWindow = 32;
+constexpr size_t kMaxPayload = 1500 - pm::eth::kPmHdr - pm::eth::kCoreHdr;  // loop wire MTU 1500
+
+// --- fixture ----------------------------------------------------------------
+// Criterion runs every test in its own process: the segment registry starts
+// empty; the name still carries the pid and a counter so that no two
+// segments of a test collide.
+std::string g_seg;
+int g_seg_count = 0;
+std::unique_ptr<EthDevice> g_a, g_b, g_c;
+std::unique_ptr<Wire> g_raw;
+
+std::string new_segment() {
+  char buf[64];
+  snprintf(buf, sizeof buf, "pmut-eth-%d-%d", int(getpid()), g_seg_count++);
+  return buf;
+}
+
+void setup() { g_seg = new_segment(); }
+
+void teardown() {
+  g_raw.reset();
+  g_c.reset();
+  g_b.reset();
+  g_a.reset();
+}
+
+DeviceConfig config() {
+  DeviceConfig cfg;
+  cfg.job = kJob;
+  cfg.host = kHost;
+  cfg.window = kWindow;
+  cfg.rto_init_us = 500;
+  cfg.rto_min_us = 200;
+  cfg.rto_max_us = 20000;
+  cfg.retries = 6;
+  return cfg;
+}
+
+// Slow timers: step-by-step tests where no timer may fire between steps.
+DeviceConfig slow_config() {
+  DeviceConfig cfg = config();
+  cfg.delayed_ack_us = 0;  // the ACK goes at the end of the poll that took the DATA
+  cfg.rto_init_us = 200000;
+  cfg.rto_min_us = 200000;
+  cfg.rto_max_us = 400000;
+  return cfg;
+}
+
+std::unique_ptr<Wire> open_wire(uint32_t ep, const std::string& seg) {
+  WireConfig wc{seg, pm::eth::kDefaultEtherType, ep, 0, 0};
+  int err = 0;
+  std::string why;
+  std::unique_ptr<Wire> w = pm::eth::open_loop_wire(wc, &err, &why);
+  cr_assert_not_null(w.get(), "open_loop_wire: %d %s", err, why.c_str());
+  return w;
+}
+
+// `wire_ep` is the endpoint id the loop wire routes to (normally ep).
+std::unique_ptr<EthDevice> open_dev(uint32_t ep, const DeviceConfig& cfg = config(),
+                                    const std::string& seg = g_seg, uint32_t wire_ep = 0) {
+  std::unique_ptr<EthDevice> d = EthDevice::open(cfg, open_wire(wire_ep ? wire_ep : ep, seg), ep);
+  cr_assert_not_null(d.get());
+  return d;
+}
+
+PeerId resolve(EthDevice& at, const EthDevice& who) {
+  PeerId id = at.resolve(who.name(), who.name_len());
+  cr_assert_neq(id, kNoPeer);
+  return id;
+}
+
+// The name of an endpoint of the segment's MAC that has no device.
+std::vector<uint8_t> ghost_name(const EthDevice& same_segment, uint32_t ep) {
+  EthName n;
+  cr_assert(pm::eth::decode_name(same_segment.name(), same_segment.name_len(), &n));
+  n.ep_id = ep;
+  std::vector<uint8_t> b(pm::eth::kNameLen);
+  pm::eth::encode_name(b.data(), n);
+  return b;
+}
+
+void set_faults(const LoopFaults& f, const std::string& seg = g_seg) { pm::eth::loop_set_faults(seg, f); }
+
+// --- packets ----------------------------------------------------------------
+struct Got {
+  PeerId peer;
+  PktHdr hdr;
+  std::vector<uint8_t> data;
+};
+
+class Recorder final : public pm::PacketSink {
+ public:
+  void on_packet(const pm::RxPacket& p) noexcept override {
+    const uint8_t* b = static_cast<const uint8_t*>(p.payload);
+    got.push_back({p.peer, *p.hdr, std::vector<uint8_t>(b, b + p.payload_len)});
+  }
+  std::vector<Got> got;
+};
+Recorder g_ra, g_rb, g_rc;
+
+PktHdr make_hdr(uint64_t i, size_t len) {
+  PktHdr h{};
+  h.op = uint8_t(i % 3 == 0 ? pm::kPktEager : i % 3 == 1 ? pm::kPktData : pm::kPktRts);
+  h.flags = uint8_t(i & 1 ? pm::kPktTagged : pm::kPktCqData);
+  h.reserved = uint16_t(0xa5a5 ^ i);
+  h.seg_len = uint32_t(len);
+  h.msg_id = 0x1000 + i;
+  h.tag = 0xfeed000000000000ull | i;
+  h.cq_data = ~i;
+  h.msg_len = len + 1000 + i;
+  h.offset = i * 7 + 0x0102030405060708ull;
+  return h;
+}
+
+std::vector<uint8_t> payload(uint64_t i, size_t len) {
+  std::vector<uint8_t> v(len);
+  uint64_t x = i * 0x9e3779b97f4a7c15ull + 1;
+  for (auto& c : v) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    c = uint8_t(x);
+  }
+  return v;
+}
+
+// Sends packet i of `len` bytes from two iov entries, at an offset.
+int send_pkt(EthDevice& from, PeerId to, uint64_t i, size_t len) {
+  std::vector<uint8_t> p = payload(i, len);
+  std::vector<uint8_t> buf(len + 3, 0xee);
+  memcpy(buf.data() + 3, p.data(), len);
+  size_t cut = (len + 3) / 2;
+  struct iovec iov[2] = {{buf.data(), cut}, {buf.data() + cut, len + 3 - cut}};
+  return from.send(to, make_hdr(i, len), iov, 2, 3, len);
+}
+
+void check_pkt(const Got& g, PeerId peer, uint64_t i, size_t len) {
+  cr_assert_eq(g.peer, peer, "packet %" PRIu64 " from peer %u, want %u", i, g.peer, peer);
+  PktHdr want = make_hdr(i, len);
+  cr_assert_eq(memcmp(&g.hdr, &want, sizeof want), 0, "header of packet %" PRIu64 " differs (msg_id 0x%" PRIx64 ")",
+               i, g.hdr.msg_id);
+  cr_assert_eq(g.data.size(), len, "packet %" PRIu64 " has %zu bytes, want %zu", i, g.data.size(), len);
+  std::vector<uint8_t> ref = payload(i, len);
+  for (size_t b = 0; b < len; b++)
+    if (g.data[b] != ref[b])
+      cr_assert_fail("packet %" PRIu64 " byte %zu is 0x%02x, want 0x%02x", i, b, g.data[b], ref[b]);
+}
+
+// Polls every open device until done() or the deadline; each() runs first on
+// every round (a sender's retry loop).
+bool pump(const std::function<bool()>& done, double seconds = 5, const std::function<void()>& each = {}) {
+  uint64_t end = pm::now_ns() + uint64_t(seconds * 1e9);
+  for (;;) {
+    if (each) each();
+    if (done()) return true;
+    if (pm::now_ns() > end) return false;
+    if (g_a) g_a->poll(g_ra, 64);
+    if (g_b) g_b->poll(g_rb, 64);
+    if (g_c) g_c->poll(g_rc, 64);
+  }
+}
+
+void pump_for(double seconds) {
+  pump([] { return false; }, seconds);
+}
+
+// Sends packet i, pumping until the device takes it (handshake, window).
+void send_blocking(EthDevice& from, PeerId to, uint64_t i, size_t len) {
+  int rc = -FI_EAGAIN;
+  bool ok = pump([&] { return rc != -FI_EAGAIN; }, 5, [&] {
+    if (rc == -FI_EAGAIN) rc = send_pkt(from, to, i, len);
+  });
+  cr_assert(ok, "send of packet %" PRIu64 " stayed -FI_EAGAIN", i);
+  cr_assert_eq(rc, 0, "send of packet %" PRIu64 ": %d", i, rc);
+}
+
+// --- statistics -------------------------------------------------------------
+// stats(): "<name> wire=loopback drops: bad_len=.. bad_version=.. ..." and one
+// line per peer "  peer pmeth://mac/<ep 8 hex>@<host>: tx_frames=.. ...".
+uint64_t value_in(const std::string& line, const char* key) {
+  std::string k = std::string(" ") + key + "=";
+  size_t at = line.find(k);
+  cr_assert_neq(at, std::string::npos, "no %s in \"%s\"", key, line.c_str());
+  return strtoull(line.c_str() + at + k.size(), nullptr, 10);
+}
+
+uint64_t dev_stat(const EthDevice& d, const char* key) {
+  std::string s = d.stats();
+  return value_in(s.substr(0, s.find('\n')), key);
+}
+
+bool has_peer_line(const EthDevice& d, uint32_t ep) {
+  char tag[32];
+  snprintf(tag, sizeof tag, "/%08x@", ep);
+  std::string s = d.stats();
+  for (size_t at = s.find("\n  peer "); at != std::string::npos; at = s.find("\n  peer ", at + 1)) {
+    std::string line = s.substr(at + 1, s.find('\n', at + 1) - at - 1);
+    if (line.find(tag) != std::string::npos) return true;
+  }
+  return false;
+}
+
+uint64_t peer_stat(const EthDevice& d, uint32_t ep, const char* key) {
+  char tag[32];
+  snprintf(tag, sizeof tag, "/%08x@", ep);
+  std::string s = d.stats();
+  for (size_t at = s.find("\n  peer "); at != std::string::npos; at = s.find("\n  peer ", at + 1)) {
+    std::string line = s.substr(at + 1, s.find('\n', at + 1) - at - 1);
+    if (line.find(tag) != std::string::npos) return value_in(line, key);
+  }
+  cr_assert_fail("no peer %08x in the stats of %s", ep, s.c_str());
+  return 0;
+}
+
+struct Drops {
+  uint64_t bad_len, bad_version, bad_job, bad_ep, bad_csum, stale, injected;
+};
+
+Drops drops(const EthDevice& d) {
+  return Drops{dev_stat(d, "bad_len"), dev_stat(d, "bad_version"), dev_stat(d, "bad_job"), dev_stat(d, "bad_ep"),
+               dev_stat(d, "bad_csum"), dev_stat(d, "stale"), dev_stat(d, "injected")};
+}
+
+void check_drops(const EthDevice& d, const Drops& w, const char* step) {
+  Drops g = drops(d);
+  cr_assert(g.bad_len == w.bad_len && g.bad_version == w.bad_version && g.bad_job == w.bad_job &&
+                g.bad_ep == w.bad_ep && g.bad_csum == w.bad_csum && g.stale == w.stale && g.injected == w.injected,
+            "%s: drops bad_len=%" PRIu64 " bad_version=%" PRIu64 " bad_job=%" PRIu64 " bad_ep=%" PRIu64
+            " bad_csum=%" PRIu64 " stale=%" PRIu64 " injected=%" PRIu64 ", want %" PRIu64 " %" PRIu64 " %" PRIu64
+            " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64,
+            step, g.bad_len, g.bad_version, g.bad_job, g.bad_ep, g.bad_csum, g.stale, g.injected, w.bad_len,
+            w.bad_version, w.bad_job, w.bad_ep, w.bad_csum, w.stale, w.injected);
+}
+
+}  // namespace
+
+TestSuite(eth, .init = setup, .fini = teardown, .timeout = 20);
+
+// --- 1. handshake -----------------------------------------------------------
+
+Test(eth, handshake_then_byte_exact_delivery) {
+  g_a = open_dev(1, slow_config());
+  g_b = open_dev(2, slow_config());
+  cr_assert_eq(g_a->max_payload(), kMaxPayload);
+  PeerId to_b = resolve(*g_a, *g_b);
+  const size_t len = 777;
+
+  // The first send starts the handshake, the next ones wait for it.
+  cr_assert_eq(send_pkt(*g_a, to_b, 5, len), -FI_EAGAIN);
+  cr_assert_eq(send_pkt(*g_a, to_b, 5, len), -FI_EAGAIN);
+  cr_assert_eq(g_a->tx_ticket(to_b), 0u);
+  cr_assert_eq(peer_stat(*g_a, 2, "tx_frames"), 1u);  // the HELLO
+
+  // B answers the HELLO (HELLO_ACK), delivers nothing.
+  cr_assert_eq(g_b->poll(g_rb, 64), 1);
+  cr_assert_eq(g_rb.got.size(), 0u);
+  cr_assert_eq(peer_stat(*g_b, 1, "rx_frames"), 1u);
+  cr_assert_eq(peer_stat(*g_b, 1, "tx_frames"), 1u);
+  // B learnt A's whole name (host id included) from the HELLO.
+  PeerId from_a = resolve(*g_b, *g_a);
+  size_t nlen = 0;
+  const void* n = g_b->peer_name(from_a, &nlen);
+  cr_assert_not_null(n);
+  cr_assert_eq(nlen, pm::eth::kNameLen);
+  cr_assert_eq(memcmp(n, g_a->name(), nlen), 0);
+  cr_assert_str_eq(g_b->name_str(n, nlen).c_str(), g_a->name_str(g_a->name(), g_a->name_len()).c_str());
+
+  cr_assert_eq(send_pkt(*g_a, to_b, 5, len), -FI_EAGAIN);  // HELLO_ACK not read yet
+  cr_assert_eq(g_a->poll(g_ra, 64), 1);
+  cr_assert_eq(g_ra.got.size(), 0u);
+  cr_assert_eq(send_pkt(*g_a, to_b, 5, len), 0);
+  cr_assert_eq(g_a->tx_ticket(to_b), 1u);
+
+  cr_assert_eq(g_b->poll(g_rb, 64), 1);
+  cr_assert_eq(g_rb.got.size(), 1u);
+  check_pkt(g_rb.got[0], from_a, 5, len);
+  cr_assert_eq(g_b->poll(g_rb, 64), 0);
+  { int n = g_a->poll(g_ra, 64); cr_assert_eq(n, 1, "poll %d\n%s\n%s", n, g_a->stats().c_str(), g_b->stats().c_str()); }  // the ACK
+  cr_assert_eq(g_a->tx_state(to_b, 1), 1);
+  cr_assert_eq(peer_stat(*g_a, 2, "tx_frames"), 2u);
+  cr_assert_eq(peer_stat(*g_a, 2, "rx_frames"), 2u);
+  cr_assert_eq(peer_stat(*g_a, 2, "retrans"), 0u);
+  cr_assert_eq(peer_stat(*g_b, 1, "rx_frames"), 2u);
+  cr_assert_eq(peer_stat(*g_b, 1, "tx_frames"), 2u);
+
+  // Zero-length and maximal payloads; one byte more is refused.
+  cr_assert_eq(send_pkt(*g_a, to_b, 6, 0), 0);
+  cr_assert_eq(send_pkt(*g_a, to_b, 7, kMaxPayload), 0);
+  cr_assert_eq(send_pkt(*g_a, to_b, 8, kMaxPayload + 1), -FI_EINVAL);
+  cr_assert_eq(send_pkt(*g_a, to_b + 100, 8, 1), -FI_EINVAL);
+  cr_assert_eq(g_b->poll(g_rb, 64), 2);
+  cr_assert_eq(g_rb.got.size(), 3u);
+  check_pkt(g_rb.got[1], from_a, 6, 0);
+  check_pkt(g_rb.got[2], from_a, 7, kMaxPayload);
+  cr_assert_eq(g_a->poll(g_ra, 64), 1);
+  cr_assert_eq(g_a->tx_state(to_b, 3), 1);
+
+  // And B answers over the same conversation, no second handshake.
+  PeerId to_a = from_a;
+  cr_assert_eq(send_pkt(*g_b, to_a, 9, 10), 0);
+  cr_assert_eq(g_a->poll(g_ra, 64), 1);
+  cr_assert_eq(g_ra.got.size(), 1u);
+  check_pkt(g_ra.got[0], to_b, 9, 10);
+}
+
+Test(eth, sender_stops_at_the_window_until_acknowledged) {
+  g_a = open_dev(1, slow_config());
+  g_b = open_dev(2, slow_config());
+  PeerId to_b = resolve(*g_a, *g_b);
+  send_blocking(*g_a, to_b, 0, 10);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
+  cr_assert_eq(g_rb.got.size(), 1u);
+
+  for (uint64_t i = 1; i <= kWindow; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, 100), 0, "send %" PRIu64, i);
+  cr_assert_eq(send_pkt(*g_a, to_b, 99, 100), -FI_EAGAIN);
+  cr_assert_eq(send_pkt(*g_a, to_b, 99, 100), -FI_EAGAIN);
+  cr_assert_eq(peer_stat(*g_a, 2, "window_stalls"), 2u);
+  cr_assert_eq(g_a->tx_ticket(to_b), 1u + kWindow);
+
+  cr_assert_eq(g_b->poll(g_rb, 64), int(kWindow));
+  cr_assert_eq(g_a->poll(g_ra, 64), 1);  // one ACK for the whole window (ack_every 32)
+  cr_assert_eq(g_a->tx_state(to_b, 1 + kWindow), 1);
+  cr_assert_eq(send_pkt(*g_a, to_b, kWindow + 1, 100), 0);
+  cr_assert_eq(g_b->poll(g_rb, 64), 1);
+  cr_assert_eq(g_rb.got.size(), kWindow + 2);
+  PeerId from_a = resolve(*g_b, *g_a);
+  for (uint64_t i = 1; i <= kWindow + 1; i++) check_pkt(g_rb.got[i], from_a, i, 100);
+  cr_assert_eq(peer_stat(*g_a, 2, "retrans"), 0u);
+}
+
+// --- 2. in-order delivery under faults --------------------------------------
+
+namespace {
+
+void stream_under(const LoopFaults& faults, const char* what) {
+  const uint64_t N = 2000;
+  g_a = open_dev(1);
+  g_b = open_dev(2);
+  set_faults(faults);
+  PeerId to_b = resolve(*g_a, *g_b);
+  std::mt19937_64 rng(1234);
+  std::vector<size_t> lens(N);
+  for (auto& l : lens) l = size_t(rng() % (kMaxPayload + 1));
+
+  uint64_t next = 0, eagain = 0;
+  bool ok = pump(
+      [&] { return next == N && g_rb.got.size() >= N && g_a->tx_state(to_b, N) == 1; }, 8,
+      [&] {
+        while (next < N) {
+          int rc = send_pkt(*g_a, to_b, next, lens[next]);
+          if (rc == -FI_EAGAIN) {
+            eagain++;
+            break;
+          }
+          cr_assert_eq(rc, 0, "%s: send %" PRIu64 ": %d", what, next, rc);
+          next++;
+          // Ticket k is the k-th packet; at most a window of them unacknowledged.
+          cr_assert_eq(g_a->tx_ticket(to_b), next);
+          if (next > kWindow)
+            cr_assert_eq(g_a->tx_state(to_b, next - kWindow), 1, "%s: more than a window in flight at %" PRIu64,
+                         what, next);
+        }
+      });
+  cr_assert(ok, "%s: %" PRIu64 " sent, %zu delivered before the deadline\n%s\n%s", what, next, g_rb.got.size(),
+            g_a->stats().c_str(), g_b->stats().c_str());
+  pump_for(0.03);  // late duplicates would show up now
+  cr_log_info("%s: %" PRIu64 " EAGAIN\n%s\n%s", what, eagain, g_a->stats().c_str(), g_b->stats().c_str());
+  cr_assert_eq(g_rb.got.size(), N, "%s: %zu packets delivered, want %" PRIu64, what, g_rb.got.size(), N);
+  PeerId from_a = resolve(*g_b, *g_a);
+  for (uint64_t i = 0; i < N; i++) check_pkt(g_rb.got[i], from_a, i, lens[i]);
+  cr_assert_eq(g_ra.got.size(), 0u);
+  cr_assert_gt(eagain, 0u, "%s: the window never filled", what);
+  cr_assert_gt(peer_stat(*g_a, 2, "window_stalls"), 0u);
+  cr_assert(g_a->peer_alive(to_b));
+  cr_assert_eq(g_a->tx_state(to_b, N), 1);
+}
+
+LoopFaults faults() {
+  LoopFaults f;
+  f.seed = 99;
+  return f;
+}
+
+}  // namespace
+
+Test(eth, stream_without_faults) {
+  stream_under(faults(), "no faults");
+  cr_assert_eq(peer_stat(*g_a, 2, "retrans"), 0u, "%s\n%s", g_a->stats().c_str(), g_b->stats().c_str());
+  cr_assert_eq(peer_stat(*g_b, 1, "dups"), 0u);
+  cr_assert_eq(peer_stat(*g_b, 1, "out_of_order"), 0u);
+  check_drops(*g_b, Drops{}, "receiver");
+  check_drops(*g_a, Drops{}, "sender");
+}
+
+Test(eth, stream_with_drops) {
+  LoopFaults f = faults();
+  f.drop = 0.05;
+  stream_under(f, "drop 5%");
+  cr_assert_gt(peer_stat(*g_a, 2, "retrans"), 0u);
+  cr_assert_gt(peer_stat(*g_b, 1, "out_of_order"), 0u);
+  check_drops(*g_b, Drops{}, "receiver");
+}
+
+Test(eth, stream_with_duplicates) {
+  LoopFaults f = faults();
+  f.dup = 0.05;
+  stream_under(f, "dup 5%");
+  cr_assert_gt(peer_stat(*g_b, 1, "dups"), 0u);
+}
+
+Test(eth, stream_with_reordering) {
+  LoopFaults f = faults();
+  f.reorder = 0.10;
+  stream_under(f, "reorder 10%");
+  cr_assert_gt(peer_stat(*g_b, 1, "out_of_order"), 0u);
+}
+
+Test(eth, stream_with_corruption) {
+  LoopFaults f = faults();
+  f.corrupt = 0.02;
+  stream_under(f, "corrupt 2%");
+  cr_assert_gt(dev_stat(*g_b, "bad_csum"), 0u, "%s", g_b->stats().c_str());
+  cr_assert_gt(peer_stat(*g_a, 2, "retrans"), 0u);
+}
+
+Test(eth, stream_with_delay) {
+  LoopFaults f = faults();
+  f.delay_us = 200;
+  stream_under(f, "delay 200us");
+  // Every round trip takes two 200 µs hops (µs timestamps: allow truncation).
+  cr_assert_geq(peer_stat(*g_a, 2, "srtt_us"), 399u, "%s", g_a->stats().c_str());
+  cr_assert_geq(peer_stat(*g_a, 2, "rto_us"), 399u);
+}
+
+Test(eth, stream_with_all_faults) {
+  LoopFaults f = faults();
+  f.drop = 0.05;
+  f.dup = 0.05;
+  f.reorder = 0.10;
+  f.corrupt = 0.02;
+  f.delay_us = 200;
+  stream_under(f, "all faults");
+  cr_assert_gt(dev_stat(*g_b, "bad_csum"), 0u);
+  cr_assert_gt(peer_stat(*g_a, 2, "retrans"), 0u);
+  cr_assert_gt(peer_stat(*g_b, 1, "dups"), 0u);
+  cr_assert_gt(peer_stat(*g_b, 1, "out_of_order"), 0u);
+}
+
+// Both directions at once under all faults: piggy-backed ACKs.
+Test(eth, two_way_stream_with_all_faults) {
+  const uint64_t N = 1000;
+  g_a = open_dev(1);
+  g_b = open_dev(2);
+  LoopFaults f = faults();
+  f.drop = 0.05;
+  f.dup = 0.05;
+  f.reorder = 0.10;
+  f.corrupt = 0.02;
+  f.seed = 7;
+  set_faults(f);
+  PeerId to_b = resolve(*g_a, *g_b), to_a = resolve(*g_b, *g_a);
+  uint64_t na = 0, nb = 0;
+  auto len = [](uint64_t i) { return size_t((i * 131) % (kMaxPayload + 1)); };
+  bool ok = pump(
+      [&] {
+        return na == N && nb == N && g_ra.got.size() >= N && g_rb.got.size() >= N && g_a->tx_state(to_b, N) == 1 &&
+               g_b->tx_state(to_a, N) == 1;
+      },
+      8,
+      [&] {
+        while (na < N && send_pkt(*g_a, to_b, na, len(na)) == 0) na++;
+        while (nb < N && send_pkt(*g_b, to_a, 100000 + nb, len(nb)) == 0) nb++;
+      });
+  cr_assert(ok, "%" PRIu64 "/%" PRIu64 " sent, %zu/%zu delivered\n%s\n%s", na, nb, g_rb.got.size(), g_ra.got.size(),
+            g_a->stats().c_str(), g_b->stats().c_str());
+  pump_for(0.02);
+  cr_assert_eq(g_rb.got.size(), N);
+  cr_assert_eq(g_ra.got.size(), N);
+  for (uint64_t i = 0; i < N; i++) {
+    check_pkt(g_rb.got[i], to_a, i, len(i));
+    check_pkt(g_ra.got[i], to_b, 100000 + i, len(i));
+  }
+}
+
+// --- 3. tickets -------------------------------------------------------------
+
+Test(eth, tickets_complete_when_the_peer_acknowledges) {
+  g_a = open_dev(1, slow_config());
+  g_b = open_dev(2, slow_config());
+  PeerId to_b = resolve(*g_a, *g_b);
+  // Nothing sent yet: ticket 0, complete.
+  cr_assert_eq(g_a->tx_ticket(to_b), 0u);
+  cr_assert_eq(g_a->tx_state(to_b, 0), 1);
+
+  send_blocking(*g_a, to_b, 0, 64);
+  uint64_t t1 = g_a->tx_ticket(to_b);
+  cr_assert_eq(t1, 1u);
+  cr_assert_eq(g_a->tx_state(to_b, t1), 0);
+  cr_assert_eq(g_b->poll(g_rb, 64), 1);
+  cr_assert_eq(g_rb.got.size(), 1u);
+  cr_assert_eq(g_a->tx_state(to_b, t1), 0);  // the ACK is on the wire, not read
+  cr_assert_eq(g_a->poll(g_ra, 64), 1);
+  cr_assert_eq(g_a->tx_state(to_b, t1), 1);
+  cr_assert_eq(g_a->tx_state(to_b, 0), 1);
+
+  // Ten at once: one cumulative ACK completes them all.
+  for (uint64_t i = 1; i <= 10; i++) {
+    cr_assert_eq(send_pkt(*g_a, to_b, i, 64), 0);
+    cr_assert_eq(g_a->tx_ticket(to_b), 1 + i);
+  }
+  for (uint64_t t = 2; t <= 11; t++) cr_assert_eq(g_a->tx_state(to_b, t), 0, "ticket %" PRIu64, t);
+  cr_assert_eq(g_a->tx_state(to_b, 1), 1);
+  cr_assert_eq(g_b->poll(g_rb, 64), 10);
+  cr_assert_eq(g_a->poll(g_ra, 64), 1);
+  for (uint64_t t = 1; t <= 11; t++) cr_assert_eq(g_a->tx_state(to_b, t), 1, "ticket %" PRIu64, t);
+  cr_assert_eq(peer_stat(*g_b, 1, "tx_frames"), 3u);  // HELLO_ACK and two ACKs
+  cr_assert_eq(peer_stat(*g_a, 2, "rx_frames"), 3u);
+
+  // A lost ACK: the ticket stays in flight until the retransmission is
+  // acknowledged again; B delivers the packet once.
+  cr_assert_eq(send_pkt(*g_a, to_b, 12, 64), 0);
+  LoopFaults f = faults();
+  f.drop = 1.0;
+  set_faults(f);
+  cr_assert_eq(g_b->poll(g_rb, 64), 1);  // delivers, its ACK is lost
+  cr_assert_eq(g_rb.got.size(), 12u);
+  cr_assert_eq(g_a->poll(g_ra, 64), 0);
+  cr_assert_eq(g_a->tx_state(to_b, 12), 0);
+  set_faults(faults());
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 12) == 1; }, 2));
+  cr_assert_eq(peer_stat(*g_a, 2, "retrans"), 1u);
+  cr_assert_eq(peer_stat(*g_b, 1, "dups"), 1u);
+  pump_for(0.01);
+  cr_assert_eq(g_rb.got.size(), 12u);
+  PeerId from_a = resolve(*g_b, *g_a);
+  for (uint64_t i = 0; i < 12; i++) check_pkt(g_rb.got[i], from_a, i, 64);
+  cr_assert(g_a->peer_alive(to_b));
+}
+
+// Tickets are per peer.
+Test(eth, tickets_are_per_peer) {
+  g_a = open_dev(1, slow_config());
+  g_b = open_dev(2, slow_config());
+  g_c = open_dev(3, slow_config());
+  PeerId to_b = resolve(*g_a, *g_b), to_c = resolve(*g_a, *g_c);
+  cr_assert_neq(to_b, to_c);
+  send_blocking(*g_a, to_b, 0, 8);
+  send_blocking(*g_a, to_b, 1, 8);
+  send_blocking(*g_a, to_c, 2, 8);
+  cr_assert_eq(g_a->tx_ticket(to_b), 2u);
+  cr_assert_eq(g_a->tx_ticket(to_c), 1u);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 2) == 1 && g_a->tx_state(to_c, 1) == 1; }));
+  cr_assert_eq(g_rb.got.size(), 2u);
+  cr_assert_eq(g_rc.got.size(), 1u);
+  check_pkt(g_rc.got[0], resolve(*g_c, *g_a), 2, 8);
+}
+
+// --- 4. unreachable peers ---------------------------------------------------
+
+namespace {
+
+// A's ticket t to `peer` fails within the retry budget (well under 2 s).
+uint64_t wait_failure(PeerId peer, uint64_t t) {
+  uint64_t t0 = pm::now_ns();
+  cr_assert(pump([&] { return g_a->tx_state(peer, t) != 0; }, 3), "ticket %" PRIu64 " still in flight", t);
+  uint64_t ms = (pm::now_ns() - t0) / 1000000;
+  cr_assert_lt(ms, 2000u, "failing took %" PRIu64 " ms", ms);
+  return ms;
+}
+
+void check_sender_still_works_with_c() {
+  g_c = open_dev(3);
+  PeerId to_c = resolve(*g_a, *g_c);
+  for (uint64_t i = 0; i < 100; i++) send_blocking(*g_a, to_c, 500 + i, 200);
+  cr_assert(pump([&] { return g_a->tx_state(to_c, 100) == 1; }));
+  cr_assert_eq(g_rc.got.size(), 100u);
+  PeerId from_a = resolve(*g_c, *g_a);
+  for (uint64_t i = 0; i < 100; i++) check_pkt(g_rc.got[i], from_a, 500 + i, 200);
+  cr_assert(g_a->peer_alive(to_c));
+}
+
+}  // namespace
+
+Test(eth, destroyed_peer_becomes_unreachable_after_the_retries) {
+  g_a = open_dev(1);
+  g_b = open_dev(2);
+  PeerId to_b = resolve(*g_a, *g_b);
+  send_blocking(*g_a, to_b, 0, 10);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
+  cr_assert(g_a->peer_alive(to_b));
+  const uint64_t retrans0 = peer_stat(*g_a, 2, "retrans");
+
+  g_b.reset();
+  for (uint64_t i = 1; i <= 3; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, 10), 0);
+  cr_assert_eq(g_a->tx_ticket(to_b), 4u);
+  cr_assert_eq(g_a->tx_state(to_b, 4), 0);
+  uint64_t ms = wait_failure(to_b, 4);
+  cr_log_info("unreachable after %" PRIu64 " ms", ms);
+  cr_assert_eq(g_a->tx_state(to_b, 4), -FI_EHOSTUNREACH);
+  cr_assert_eq(g_a->tx_state(to_b, 2), -FI_EHOSTUNREACH);
+  // The timer resent the oldest frame exactly `retries` times.
+  cr_assert_eq(peer_stat(*g_a, 2, "retrans") - retrans0, 6u);
+  cr_assert_not(g_a->peer_alive(to_b));
+  cr_assert_not(g_a->peer_alive(to_b));
+  cr_assert_eq(send_pkt(*g_a, to_b, 9, 10), -FI_EHOSTUNREACH);
+  cr_assert_eq(send_pkt(*g_a, to_b, 9, 10), -FI_EHOSTUNREACH);
+  pump_for(0.05);  // no timer runs on for it
+  cr_assert_eq(peer_stat(*g_a, 2, "retrans") - retrans0, 6u);
+
+  check_sender_still_works_with_c();
+}
+
+Test(eth, lossy_segment_makes_the_peer_unreachable) {
+  g_a = open_dev(1);
+  g_b = open_dev(2);
+  PeerId to_b = resolve(*g_a, *g_b);
+  send_blocking(*g_a, to_b, 0, 10);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
+  const uint64_t retrans0 = peer_stat(*g_a, 2, "retrans");
+
+  LoopFaults f = faults();
+  f.drop = 1.0;
+  set_faults(f);
+  cr_assert_eq(send_pkt(*g_a, to_b, 1, 10), 0);
+  wait_failure(to_b, 2);
+  cr_assert_eq(g_a->tx_state(to_b, 2), -FI_EHOSTUNREACH);
+  cr_assert_eq(peer_stat(*g_a, 2, "retrans") - retrans0, 6u);
+  cr_assert_not(g_a->peer_alive(to_b));
+  cr_assert_eq(send_pkt(*g_a, to_b, 2, 10), -FI_EHOSTUNREACH);
+  cr_assert_eq(g_rb.got.size(), 1u);
+
+  // The segment heals: B's frames no longer revive the peer; C works.
+  set_faults(faults());
+  check_sender_still_works_with_c();
+  cr_assert_eq(send_pkt(*g_a, to_b, 3, 10), -FI_EHOSTUNREACH);
+  cr_assert_eq(g_rb.got.size(), 1u);
+}
+
+Test(eth, handshake_without_answer_becomes_unreachable) {
+  g_a = open_dev(1);
+  std::vector<uint8_t> ghost = ghost_name(*g_a, 0x4242);
+  PeerId to_x = g_a->resolve(ghost.data(), ghost.size());
+  cr_assert_neq(to_x, kNoPeer);
+  cr_assert_eq(send_pkt(*g_a, to_x, 0, 10), -FI_EAGAIN);
+  cr_assert(g_a->peer_alive(to_x));  // still handshaking
+  uint64_t t0 = pm::now_ns();
+  int rc = -FI_EAGAIN;
+  cr_assert(pump([&] { return rc != -FI_EAGAIN; }, 3, [&] { rc = send_pkt(*g_a, to_x, 0, 10); }));
+  cr_assert_lt((pm::now_ns() - t0) / 1000000, 2000u);
+  cr_assert_eq(rc, -FI_EHOSTUNREACH);
+  cr_assert_eq(peer_stat(*g_a, 0x4242, "tx_frames"), 7u);  // HELLO + 6 retries
+  cr_assert_not(g_a->peer_alive(to_x));
+  cr_assert_eq(g_a->tx_state(to_x, g_a->tx_ticket(to_x)), -FI_EHOSTUNREACH);
+  check_sender_still_works_with_c();
+}
+
+// --- 5. restart -------------------------------------------------------------
+
+namespace {
+
+// A talks to B (ep 2), B goes away with 3 of A's packets unacknowledged,
+// B' opens with the same ep id: returns the ticket of the old packets.
+uint64_t restart_b() {
+  g_a = open_dev(1);
+  g_b = open_dev(2);
+  PeerId to_b = resolve(*g_a, *g_b);
+  for (uint64_t i = 0; i < 5; i++) send_blocking(*g_a, to_b, i, 100);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 5) == 1; }));
+  cr_assert_eq(g_rb.got.size(), 5u);
+  std::vector<uint8_t> old_name(static_cast<const uint8_t*>(g_b->name()),
+                                static_cast<const uint8_t*>(g_b->name()) + g_b->name_len());
+
+  g_b.reset();
+  g_rb.got.clear();
+  for (uint64_t i = 5; i < 8; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, 100), 0);
+  uint64_t old_ticket = g_a->tx_ticket(to_b);
+  cr_assert_eq(old_ticket, 8u);
+  g_b = open_dev(2);
+  // Same name: the same peer for A.
+  cr_assert_eq(g_b->name_len(), old_name.size());
+  cr_assert_eq(memcmp(g_b->name(), old_name.data(), old_name.size()), 0);
+  cr_assert_eq(resolve(*g_a, *g_b), to_b);
+  return old_ticket;
+}
+
+}  // namespace
+
+Test(eth, restarted_peer_gets_a_new_handshake_and_old_tickets_fail) {
+  uint64_t old_ticket = restart_b();
+  PeerId to_b = resolve(*g_a, *g_b);
+  // A's retransmission reaches B', which does not know A's epoch pairing:
+  // it answers with a HELLO, A sees the new epoch and resets the peer.
+  cr_assert(pump([&] { return g_a->tx_state(to_b, old_ticket) != 0; }, 2), "%s\n%s", g_a->stats().c_str(),
+            g_b->stats().c_str());
+  int st = g_a->tx_state(to_b, old_ticket);
+  cr_assert(st == -FI_ECONNRESET || st == -FI_EHOSTUNREACH, "old ticket state %d", st);
+  cr_assert_eq(st, -FI_ECONNRESET);  // B' answered, so a reset, not unreachable
+  cr_assert_eq(g_a->tx_state(to_b, 6), -FI_ECONNRESET);
+  cr_assert_geq(dev_stat(*g_b, "stale"), 1u);
+  // The reset is reported once, then the peer is alive again.
+  cr_assert_not(g_a->peer_alive(to_b));
+  cr_assert(g_a->peer_alive(to_b));
+  cr_assert_eq(g_rb.got.size(), 0u);  // nothing of the old conversation reached B'
+
+  // New packets reach B' in order, from the start.
+  const uint64_t N = 100;
+  for (uint64_t i = 0; i < N; i++) send_blocking(*g_a, to_b, 1000 + i, 300);
+  cr_assert(pump([&] { return g_rb.got.size() >= N; }, 3));
+  pump_for(0.02);
+  cr_assert_eq(g_rb.got.size(), N);
+  PeerId from_a = resolve(*g_b, *g_a);
+  for (uint64_t i = 0; i < N; i++) check_pkt(g_rb.got[i], from_a, 1000 + i, 300);
+  // And B' answers A over the new conversation.
+  send_blocking(*g_b, from_a, 77, 10);
+  cr_assert(pump([&] { return g_ra.got.size() == 1; }, 2));
+  check_pkt(g_ra.got[0], to_b, 77, 10);
+  cr_assert(g_a->peer_alive(to_b));
+}
+
+// BUG 1 (eth_device.cpp reset_peer): tickets_sent / tickets_acked survive a
+// peer reset, so after a restart the new incarnation's tickets stay behind by
+// the number of frames that were unacknowledged at the reset: they never
+// complete (tx_state 0 forever).
+Test(eth, tickets_after_a_restart_complete, .disabled = true) {
+  uint64_t old_ticket = restart_b();
+  PeerId to_b = resolve(*g_a, *g_b);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, old_ticket) != 0; }, 2));
+  cr_assert_eq(g_a->tx_state(to_b, old_ticket), -FI_ECONNRESET);
+  for (uint64_t i = 0; i < 10; i++) send_blocking(*g_a, to_b, 1000 + i, 300);
+  uint64_t t = g_a->tx_ticket(to_b);
+  cr_assert(pump([&] { return g_rb.got.size() >= 10; }, 3));
+  bool done = pump([&] { return g_a->tx_state(to_b, t) != 0; }, 1);
+  cr_assert(done, "ticket 0x%" PRIx64 " of the new incarnation never completes although B' got all %zu packets\n%s", t,
+            g_rb.got.size(), g_a->stats().c_str());
+  cr_assert_eq(g_a->tx_state(to_b, t), 1);
+}
+
+// A peer that restarts while A is idle: A's next packet goes to the old
+// epoch, B' asks for a handshake, that packet fails and the later ones flow.
+Test(eth, restart_while_idle_is_found_by_the_next_send) {
+  g_a = open_dev(1);
+  g_b = open_dev(2);
+  PeerId to_b = resolve(*g_a, *g_b);
+  send_blocking(*g_a, to_b, 0, 10);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
+  g_b.reset();
+  g_b = open_dev(2);
+  g_rb.got.clear();
+  cr_assert_eq(send_pkt(*g_a, to_b, 1, 10), 0);
+  uint64_t t = g_a->tx_ticket(to_b);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, t) != 0; }, 2));
+  cr_assert_eq(g_a->tx_state(to_b, t), -FI_ECONNRESET);
+  cr_assert_eq(g_rb.got.size(), 0u);
+  send_blocking(*g_a, to_b, 2, 10);
+  cr_assert(pump([&] { return g_rb.got.size() == 1; }, 2));
+  check_pkt(g_rb.got[0], resolve(*g_b, *g_a), 2, 10);
+}
+
+// --- 6. malformed frames ----------------------------------------------------
+
+namespace {
+
+constexpr uint32_t kRawEp = 99;
+constexpr uint32_t kRawEpoch = 0x5eed0001;
+constexpr size_t kBody = pm::eth::kEthHdr + pm::eth::kPmHdr;
+
+const uint8_t* seg_mac() { return g_raw->mac(); }
+
+FrameHdr raw_hdr(uint8_t type, uint32_t dst_ep, uint32_t dst_epoch, uint32_t seq = 0, uint32_t ack = 1) {
+  FrameHdr h;
+  h.type = type;
+  h.job = kJob;
+  h.dst_ep = dst_ep;
+  h.src_ep = kRawEp;
+  h.src_epoch = kRawEpoch;
+  h.dst_epoch = dst_epoch;
+  h.seq = seq;
+  h.ack = ack;
+  h.window = uint16_t(kWindow);
+  h.ts = 0;
+  h.ts_echo = 0;
+  return h;
+}
+
+// A whole frame: Ethernet header, pmeth header (len = body size unless set),
+// body, checksum over the header (checksum field 0) and the body.
+std::vector<uint8_t> raw_frame(FrameHdr h, const std::vector<uint8_t>& body, bool set_len = true,
+                               uint16_t ethertype = pm::eth::kDefaultEtherType) {
+  std::vector<uint8_t> f(kBody + body.size());
+  memcpy(f.data(), seg_mac(), 6);
+  memcpy(f.data() + 6, seg_mac(), 6);
+  f[12] = uint8_t(ethertype >> 8);
+  f[13] = uint8_t(ethertype);
+  if (set_len) h.len = uint16_t(body.size());
+  h.csum = 0;
+  pm::eth::encode_hdr(f.data() + pm::eth::kEthHdr, h);
+  if (!body.empty()) memcpy(f.data() + kBody, body.data(), body.size());
+  uint32_t c = pm::eth::crc32c(0, f.data() + pm::eth::kEthHdr, pm::eth::kPmHdr);
+  c = pm::eth::crc32c(c, f.data() + kBody, std::min<size_t>(h.len, body.size()));
+  pm::eth::put32(f.data() + pm::eth::kEthHdr + 44, c);
+  return f;
+}
+
+std::vector<uint8_t> data_body(uint64_t i, size_t len) {
+  std::vector<uint8_t> b(pm::eth::kCoreHdr + len);
+  pm::eth::encode_core(b.data(), make_hdr(i, len));
+  std::vector<uint8_t> p = payload(i, len);
+  if (len) memcpy(b.data() + pm::eth::kCoreHdr, p.data(), len);
+  return b;
+}
+
+std::vector<uint8_t> raw_name(uint32_t ep) {
+  EthName n;
+  n.ep_id = ep;
+  n.host = 0xabcd;
+  memcpy(n.mac, seg_mac(), 6);
+  std::vector<uint8_t> b(pm::eth::kNameLen);
+  pm::eth::encode_name(b.data(), n);
+  return b;
+}
+
+// Puts one frame on the segment and lets the device read it.
+void inject(EthDevice& d, const std::vector<uint8_t>& f) {
+  Frame fr{f.data(), f.size()};
+  cr_assert_eq(g_raw->tx_burst(&fr, 1), 1);
+  g_raw->tx_flush();
+  cr_assert_eq(d.poll(g_ra, 64), 1);
+}
+
+struct RawRx {
+  std::vector<uint8_t> bytes;
+  FrameHdr h;
+};
+
+// What the device sent to the raw endpoint.
+std::vector<RawRx> raw_rx() {
+  std::vector<RawRx> out;
+  Frame fr[32];
+  int n = g_raw->rx_burst(fr, 32);
+  for (int i = 0; i < n; i++) {
+    RawRx r;
+    r.bytes.assign(fr[i].data, fr[i].data + fr[i].len);
+    cr_assert_geq(r.bytes.size(), kBody);
+    r.h = pm::eth::decode_hdr(r.bytes.data() + pm::eth::kEthHdr);
+    out.push_back(std::move(r));
+  }
+  g_raw->rx_release();
+  return out;
+}
+
+// Common checks of a frame the device (ep 10) sent to the raw endpoint.
+void check_from_dev(const RawRx& r, uint8_t type, uint32_t dst_epoch, uint16_t len) {
+  const uint8_t* f = r.bytes.data();
+  cr_assert_eq(memcmp(f, seg_mac(), 6), 0);
+  cr_assert_eq(memcmp(f + 6, seg_mac(), 6), 0);
+  cr_assert_eq(f[12], 0x88);
+  cr_assert_eq(f[13], 0xB5);
+  cr_assert_eq(r.h.version, pm::eth::kWireVersion);
+  cr_assert_eq(r.h.type, type, "frame type %u, want %u", r.h.type, type);
+  cr_assert_eq(r.h.flags, 0);
+  cr_assert_eq(f[pm::eth::kEthHdr + 3], 0);
+  cr_assert_eq(r.h.job, kJob);
+  cr_assert_eq(r.h.dst_ep, kRawEp);
+  cr_assert_eq(r.h.src_ep, 10u);
+  cr_assert_neq(r.h.src_epoch, 0u);
+  cr_assert_eq(r.h.dst_epoch, dst_epoch);
+  cr_assert_eq(r.h.window, kWindow);
+  cr_assert_eq(r.h.len, len);
+  cr_assert_geq(r.bytes.size(), kBody + len);
+  std::vector<uint8_t> hdr(f + pm::eth::kEthHdr, f + kBody);
+  pm::eth::put32(hdr.data() + 44, 0);
+  uint32_t c = pm::eth::crc32c(pm::eth::crc32c(0, hdr.data(), hdr.size()), f + kBody, len);
+  cr_assert_eq(r.h.csum, c, "checksum 0x%08x, want 0x%08x", r.h.csum, c);
+}
+
+}  // namespace
+
+Test(eth, malformed_frames_are_dropped_and_counted) {
+  g_a = open_dev(10);
+  g_raw = open_wire(kRawEp, g_seg);
+  EthDevice& d = *g_a;
+  Drops w{};
+  check_drops(d, w, "start");
+  std::vector<uint8_t> hello_body = raw_name(kRawEp);
+
+  // Too short for a pmeth header (long enough for the wire to route it).
+  {
+    std::vector<uint8_t> f = raw_frame(raw_hdr(pm::eth::kHello, 10, 0), hello_body);
+    f.resize(40);
+    inject(d, f);
+    w.bad_len++;
+    check_drops(d, w, "too short");
+    f.resize(kBody - 1);
+    inject(d, f);
+    w.bad_len++;
+    check_drops(d, w, "one byte short");
+  }
+  // Another EtherType.
+  inject(d, raw_frame(raw_hdr(pm::eth::kHello, 10, 0), hello_body, true, 0x0800));
+  w.bad_len++;
+  check_drops(d, w, "ethertype");
+  // Wrong version.
+  {
+    FrameHdr h = raw_hdr(pm::eth::kHello, 10, 0);
+    h.version = pm::eth::kWireVersion + 1;
+    inject(d, raw_frame(h, hello_body));
+    w.bad_version++;
+    check_drops(d, w, "version");
+    h.version = 0;
+    inject(d, raw_frame(h, hello_body));
+    w.bad_version++;
+    check_drops(d, w, "version 0");
+  }
+  // Wrong job key.
+  {
+    FrameHdr h = raw_hdr(pm::eth::kHello, 10, 0);
+    h.job = kJob + 1;
+    inject(d, raw_frame(h, hello_body));
+    w.bad_job++;
+    check_drops(d, w, "job");
+  }
+  // Length field larger than the frame.
+  {
+    FrameHdr h = raw_hdr(pm::eth::kHello, 10, 0);
+    h.len = uint16_t(hello_body.size() + 1);
+    inject(d, raw_frame(h, hello_body, false));
+    w.bad_len++;
+    check_drops(d, w, "len + 1");
+    h.len = 0xffff;
+    inject(d, raw_frame(h, hello_body, false));
+    w.bad_len++;
+    check_drops(d, w, "len 0xffff");
+  }
+  // Bad checksum: in the checksum field, in the header, in the body.
+  {
+    std::vector<uint8_t> f = raw_frame(raw_hdr(pm::eth::kHello, 10, 0), hello_body);
+    std::vector<uint8_t> g = f;
+    g[pm::eth::kEthHdr + 44] ^= 1;
+    inject(d, g);
+    g = f;
+    g[pm::eth::kEthHdr + 3] ^= 0x80;  // reserved byte
+    inject(d, g);
+    g = f;
+    g[kBody + 9] ^= 0x10;
+    inject(d, g);
+    w.bad_csum += 3;
+    check_drops(d, w, "checksum");
+  }
+  cr_assert_not(has_peer_line(d, kRawEp));
+  // HELLOs whose name does not match the sender, or is cut short (from
+  // endpoint 98, so that 99 stays unknown for the DATA test below).
+  {
+    const uint32_t other = kRawEp - 1;
+    FrameHdr h = raw_hdr(pm::eth::kHello, 10, 0);
+    h.src_ep = other;
+    inject(d, raw_frame(h, raw_name(kRawEp)));
+    w.bad_len++;
+    check_drops(d, w, "hello name of another endpoint");
+    std::vector<uint8_t> name98 = raw_name(other);
+    std::vector<uint8_t> shortname(name98.begin(), name98.end() - 1);
+    inject(d, raw_frame(h, shortname));
+    w.bad_len++;
+    check_drops(d, w, "hello name short");
+    std::vector<uint8_t> bad = name98;
+    bad[0] ^= 1;  // magic
+    inject(d, raw_frame(h, bad));
+    w.bad_len++;
+    check_drops(d, w, "hello bad magic");
+    // A HELLO_ACK for an epoch that is not this endpoint's.
+    FrameHdr ha = raw_hdr(pm::eth::kHelloAck, 10, 0x12345678);
+    ha.src_ep = other;
+    inject(d, raw_frame(ha, name98));
+    w.stale++;
+    check_drops(d, w, "hello_ack of another epoch");
+  }
+  cr_assert_eq(g_ra.got.size(), 0u);
+  cr_assert_eq(raw_rx().size(), 0u, "the device answered a malformed frame");
+  cr_assert_not(has_peer_line(d, kRawEp));
+
+  // DATA from an unknown peer, no handshake, wrong destination epoch: stale,
+  // answered with a HELLO (dst epoch 0 = unknown, body = the device's name).
+  inject(d, raw_frame(raw_hdr(pm::eth::kData, 10, 0x12345678, 1, 1), data_body(1, 20)));
+  w.stale++;
+  check_drops(d, w, "data of a foreign epoch");
+  cr_assert_eq(g_ra.got.size(), 0u);
+  std::vector<RawRx> rx = raw_rx();
+  cr_assert_eq(rx.size(), 1u);
+  check_from_dev(rx[0], pm::eth::kHello, 0, pm::eth::kNameLen);
+  cr_assert_eq(memcmp(rx[0].bytes.data() + kBody, d.name(), pm::eth::kNameLen), 0);
+  const uint32_t dev_epoch = rx[0].h.src_epoch;
+  cr_assert(has_peer_line(d, kRawEp));
+  inject(d, raw_frame(raw_hdr(pm::eth::kData, 10, 0, 1, 1), data_body(1, 20)));
+  w.stale++;
+  check_drops(d, w, "data with dst epoch 0");
+  raw_rx();  // maybe another HELLO (after the device's hello timer)
+
+  // With the right epoch the DATA is taken (our HELLO_ACK is implied): the
+  // packet is delivered byte-exact and acknowledged.
+  FrameHdr h = raw_hdr(pm::eth::kData, 10, dev_epoch, 1, 1);
+  h.ts = 0x01020304;
+  inject(d, raw_frame(h, data_body(1, 20)));
+  check_drops(d, w, "good data");
+  cr_assert_eq(g_ra.got.size(), 1u);
+  PeerId from_raw = g_ra.got[0].peer;
+  check_pkt(g_ra.got[0], from_raw, 1, 20);
+  rx = raw_rx();
+  cr_assert_eq(rx.size(), 1u);
+  check_from_dev(rx[0], pm::eth::kAck, kRawEpoch, 0);
+  cr_assert_eq(rx[0].h.src_epoch, dev_epoch);
+  cr_assert_eq(rx[0].h.ack, 2u);
+  cr_assert_eq(rx[0].h.seq, 0u);
+  cr_assert_eq(rx[0].h.ts_echo, 0x01020304u);
+
+  // A duplicate: not delivered again, acknowledged at once.
+  inject(d, raw_frame(h, data_body(1, 20)));
+  cr_assert_eq(g_ra.got.size(), 1u);
+  rx = raw_rx();
+  cr_assert_eq(rx.size(), 1u);
+  check_from_dev(rx[0], pm::eth::kAck, kRawEpoch, 0);
+  cr_assert_eq(rx[0].h.ack, 2u);
+  cr_assert_eq(peer_stat(d, kRawEp, "dups"), 1u);
+
+  // The same sender with another source epoch but this one as destination.
+  {
+    FrameHdr x = raw_hdr(pm::eth::kData, 10, dev_epoch, 2, 1);
+    x.src_epoch = kRawEpoch + 1;
+    inject(d, raw_frame(x, data_body(2, 20)));
+    w.stale++;
+    check_drops(d, w, "data of another source epoch");
+    cr_assert_eq(g_ra.got.size(), 1u);
+    cr_assert_eq(raw_rx().size(), 0u);
+  }
+
+  // A gap: seq 3 before 2 is held back and NAKed (first missing = 2, bitmap
+  // bit 0 = seq 2+1+0 = 3 arrived); then 2 delivers both.
+  inject(d, raw_frame(raw_hdr(pm::eth::kData, 10, dev_epoch, 3, 1), data_body(3, 30)));
+  cr_assert_eq(g_ra.got.size(), 1u);
+  rx = raw_rx();
+  cr_assert_eq(rx.size(), 1u);
+  check_from_dev(rx[0], pm::eth::kNak, kRawEpoch, 8);
+  cr_assert_eq(rx[0].h.ack, 2u);
+  cr_assert_eq(pm::eth::get64(rx[0].bytes.data() + kBody), 0x1u);
+  inject(d, raw_frame(raw_hdr(pm::eth::kData, 10, dev_epoch, 2, 1), data_body(2, 0)));
+  cr_assert_eq(g_ra.got.size(), 3u);
+  check_pkt(g_ra.got[1], from_raw, 2, 0);
+  check_pkt(g_ra.got[2], from_raw, 3, 30);
+  rx = raw_rx();
+  cr_assert_eq(rx.size(), 1u);
+  check_from_dev(rx[0], pm::eth::kAck, kRawEpoch, 0);
+  cr_assert_eq(rx[0].h.ack, 4u);
+  // Beyond the receive window: dropped (NAKed, not stored).
+  inject(d, raw_frame(raw_hdr(pm::eth::kData, 10, dev_epoch, 4 + kWindow, 1), data_body(9, 10)));
+  cr_assert_eq(g_ra.got.size(), 3u);
+  rx = raw_rx();
+  cr_assert_eq(rx.size(), 1u);
+  check_from_dev(rx[0], pm::eth::kNak, kRawEpoch, 8);
+  cr_assert_eq(rx[0].h.ack, 4u);
+  cr_assert_eq(pm::eth::get64(rx[0].bytes.data() + kBody), 0u);
+  // A probe is answered with an ACK.
+  inject(d, raw_frame(raw_hdr(pm::eth::kProbe, 10, dev_epoch), {}));
+  rx = raw_rx();
+  cr_assert_eq(rx.size(), 1u);
+  check_from_dev(rx[0], pm::eth::kAck, kRawEpoch, 0);
+  cr_assert_eq(rx[0].h.ack, 4u);
+  // Unknown frame types are ignored.
+  inject(d, raw_frame(raw_hdr(0x7f, 10, dev_epoch), {}));
+  cr_assert_eq(raw_rx().size(), 0u);
+  // DGRAM frames on a reliable endpoint are ignored.
+  inject(d, raw_frame(raw_hdr(pm::eth::kDgram, 10, 0), data_body(4, 5)));
+  cr_assert_eq(g_ra.got.size(), 3u);
+  check_drops(d, w, "after the conversation");
+
+  // Wrong destination endpoint: a device whose wire receives frames for
+  // endpoint 20 but which is endpoint 21 (as on a shared NIC without filter).
+  g_b = open_dev(21, config(), g_seg, 20);
+  {
+    Frame fr;
+    std::vector<uint8_t> f = raw_frame(raw_hdr(pm::eth::kHello, 20, 0), hello_body);
+    fr = Frame{f.data(), f.size()};
+    cr_assert_eq(g_raw->tx_burst(&fr, 1), 1);
+    cr_assert_eq(g_b->poll(g_rb, 64), 1);
+    check_drops(*g_b, Drops{0, 0, 0, 1, 0, 0, 0}, "wrong dst ep");
+    cr_assert_not(has_peer_line(*g_b, kRawEp));
+  }
+  cr_assert_eq(g_rb.got.size(), 0u);
+  cr_assert_eq(g_ra.got.size(), 3u);
+}
+
+// BUG 2 (eth_device.cpp deliver): a DATA frame whose body is shorter than the
+// core header passes every check, consumes its sequence number and vanishes
+// without being counted anywhere.
+Test(eth, data_shorter_than_the_core_header_is_counted, .disabled = true) {
+  g_a = open_dev(10);
+  g_raw = open_wire(kRawEp, g_seg);
+  inject(*g_a, raw_frame(raw_hdr(pm::eth::kData, 10, 0x1, 1, 1), data_body(1, 20)));
+  std::vector<RawRx> rx = raw_rx();
+  cr_assert_eq(rx.size(), 1u);
+  uint32_t dev_epoch = rx[0].h.src_epoch;
+  Drops w = drops(*g_a);
+  std::vector<uint8_t> body = data_body(1, 0);
+  body.resize(pm::eth::kCoreHdr - 1);
+  inject(*g_a, raw_frame(raw_hdr(pm::eth::kData, 10, dev_epoch, 1, 1), body));
+  cr_assert_eq(g_ra.got.size(), 0u);
+  w.bad_len++;
+  check_drops(*g_a, w, "short DATA body");
+}
+
+// Garbage never crashes the device: fully random frames are all counted as
+// drops; well-formed frames (right checksum and epochs) with random fields
+// are survived, and the device still talks to a real peer afterwards.
+Test(eth, random_frames_never_crash) {
+  g_a = open_dev(10);
+  g_raw = open_wire(kRawEp, g_seg);
+  std::mt19937_64 rng(4711);
+  const int N = 2000;
+  for (int i = 0; i < N; i++) {
+    std::vector<uint8_t> f(26 + rng() % (1514 - 26));
+    for (auto& c : f) c = uint8_t(rng());
+    memcpy(f.data(), seg_mac(), 6);
+    f[12] = 0x88;
+    f[13] = 0xB5;
+    pm::eth::put32(f.data() + 22, 10);  // dst ep: routed to the device
+    inject(*g_a, f);
+  }
+  Drops dr = drops(*g_a);
+  cr_assert_eq(dr.bad_len + dr.bad_version + dr.bad_job + dr.bad_ep + dr.bad_csum + dr.stale, uint64_t(N),
+               "%s", g_a->stats().c_str());
+  cr_assert_eq(g_ra.got.size(), 0u);
+
+  // Learn the device's epoch.
+  inject(*g_a, raw_frame(raw_hdr(pm::eth::kData, 10, 1, 1, 1), data_body(1, 20)));
+  std::vector<RawRx> rx = raw_rx();
+  cr_assert_eq(rx.size(), 1u);
+  uint32_t dev_epoch = rx[0].h.src_epoch;
+  for (int i = 0; i < N; i++) {
+    uint8_t type = uint8_t(1 + rng() % 8);
+    FrameHdr h = raw_hdr(type, 10, rng() % 8 ? dev_epoch : uint32_t(rng()), uint32_t(rng() % 64),
+                         uint32_t(rng() % 64));
+    if (rng() % 16 == 0) h.src_epoch = uint32_t(rng());
+    h.window = uint16_t(rng() % 70);
+    h.ts = uint32_t(rng());
+    h.ts_echo = uint32_t(rng());
+    std::vector<uint8_t> body(rng() % 200);
+    for (auto& c : body) c = uint8_t(rng());
+    if (type == pm::eth::kHello || type == pm::eth::kHelloAck) {
+      if (rng() % 2) {
+        std::vector<uint8_t> n = raw_name(kRawEp);
+        if (body.size() < n.size()) body.resize(n.size());
+        memcpy(body.data(), n.data(), n.size());
+      }
+    }
+    FrameHdr hh = h;
+    bool lie = rng() % 8 == 0;
+    if (lie) hh.len = uint16_t(rng() % (body.size() + 1));
+    inject(*g_a, raw_frame(hh, body, !lie));
+    raw_rx();
+  }
+  // The device still works with a real peer.
+  g_b = open_dev(2);
+  PeerId to_b = resolve(*g_a, *g_b);
+  for (uint64_t i = 0; i < 50; i++) send_blocking(*g_a, to_b, i, 100);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 50) == 1; }, 2));
+  cr_assert_eq(g_rb.got.size(), 50u);
+  for (uint64_t i = 0; i < 50; i++) check_pkt(g_rb.got[i], resolve(*g_b, *g_a), i, 100);
+}
+
+// --- 7. datagrams -----------------------------------------------------------
+
+namespace {
+DeviceConfig dgram_config() {
+  DeviceConfig cfg = config();
+  cfg.reliable = false;
+  return cfg;
+}
+}  // namespace
+
+Test(eth, dgram_needs_no_handshake) {
+  g_a = open_dev(1, dgram_config());
+  g_b = open_dev(2, dgram_config());
+  PeerId to_b = resolve(*g_a, *g_b);
+  cr_assert_eq(send_pkt(*g_a, to_b, 0, 100), 0);
+  cr_assert_eq(send_pkt(*g_a, to_b, 1, kMaxPayload), 0);
+  cr_assert_eq(send_pkt(*g_a, to_b, 2, kMaxPayload + 1), -FI_EINVAL);
+  cr_assert_eq(g_a->tx_ticket(to_b), 0u);
+  cr_assert_eq(g_a->tx_state(to_b, 0), 1);
+  cr_assert_eq(g_b->poll(g_rb, 64), 2);
+  cr_assert_eq(g_rb.got.size(), 2u);
+  PeerId from_a = g_rb.got[0].peer;
+  cr_assert_eq(resolve(*g_b, *g_a), from_a);
+  check_pkt(g_rb.got[0], from_a, 0, 100);
+  check_pkt(g_rb.got[1], from_a, 1, kMaxPayload);
+  cr_assert_eq(peer_stat(*g_a, 2, "tx_frames"), 2u);  // no HELLO
+  cr_assert_eq(peer_stat(*g_b, 1, "rx_frames"), 2u);
+  cr_assert_eq(g_a->poll(g_ra, 64), 0);  // no ACK
+  cr_assert(g_a->peer_alive(to_b));
+  // Replies go back without a handshake either.
+  cr_assert_eq(send_pkt(*g_b, from_a, 3, 1), 0);
+  cr_assert_eq(g_a->poll(g_ra, 64), 1);
+  check_pkt(g_ra.got[0], to_b, 3, 1);
+}
+
+Test(eth, dgram_losses_are_not_retransmitted) {
+  g_a = open_dev(1, dgram_config());
+  g_b = open_dev(2, dgram_config());
+  LoopFaults f = faults();
+  f.drop = 0.5;
+  set_faults(f);
+  PeerId to_b = resolve(*g_a, *g_b);
+  const uint64_t N = 400;
+  for (uint64_t i = 0; i < N; i++) {
+    cr_assert_eq(send_pkt(*g_a, to_b, i, 64 + i), 0);
+    if (i % 16 == 0) g_b->poll(g_rb, 64);
+  }
+  pump_for(0.05);
+  size_t got = g_rb.got.size();
+  cr_log_info("dgram: %zu of %" PRIu64 " arrived", got, N);
+  cr_assert_gt(got, N / 4);
+  cr_assert_lt(got, 3 * N / 4);
+  PeerId from_a = resolve(*g_b, *g_a);
+  uint64_t last = 0;
+  for (size_t k = 0; k < got; k++) {
+    uint64_t i = g_rb.got[k].hdr.msg_id - 0x1000;
+    cr_assert(k == 0 || i > last, "packet %" PRIu64 " after %" PRIu64, i, last);
+    check_pkt(g_rb.got[k], from_a, i, 64 + i);
+    last = i;
+  }
+  cr_assert_eq(peer_stat(*g_a, 2, "tx_frames"), N);
+  cr_assert_eq(peer_stat(*g_a, 2, "retrans"), 0u);
+  cr_assert_eq(peer_stat(*g_b, 1, "rx_frames"), got);
+  cr_assert_eq(g_a->poll(g_ra, 64), 0);  // nothing ever comes back
+  pump_for(0.05);
+  cr_assert_eq(g_rb.got.size(), got);
+}
+
+// The device's own receive-side fault injection counts exactly what it drops.
+Test(eth, dgram_injected_drops_are_counted) {
+  DeviceConfig lossy = dgram_config();
+  lossy.drop_rate = 0.5;
+  g_a = open_dev(1, dgram_config());
+  g_b = open_dev(2, lossy);
+  PeerId to_b = resolve(*g_a, *g_b);
+  const uint64_t N = 400;
+  for (uint64_t i = 0; i < N; i++) {
+    cr_assert_eq(send_pkt(*g_a, to_b, i, 10), 0);
+    if (i % 16 == 0) g_b->poll(g_rb, 64);
+  }
+  pump_for(0.02);
+  uint64_t injected = dev_stat(*g_b, "injected");
+  cr_assert_gt(injected, 0u);
+  cr_assert_lt(injected, N);
+  cr_assert_eq(g_rb.got.size() + injected, N);
+}
+
+// A reliable endpoint ignores datagrams, a datagram endpoint sequenced frames.
+Test(eth, dgram_and_reliable_endpoints_do_not_mix) {
+  g_a = open_dev(1, dgram_config());
+  g_b = open_dev(2, config());
+  PeerId to_b = resolve(*g_a, *g_b);
+  cr_assert_eq(send_pkt(*g_a, to_b, 0, 10), 0);
+  cr_assert_eq(g_b->poll(g_rb, 64), 1);
+  cr_assert_eq(g_rb.got.size(), 0u);
+  PeerId to_a = resolve(*g_b, *g_a);
+  cr_assert_eq(send_pkt(*g_b, to_a, 1, 10), -FI_EAGAIN);  // HELLO
+  cr_assert_eq(g_a->poll(g_ra, 64), 1);
+  cr_assert_eq(g_ra.got.size(), 0u);
+  cr_assert_eq(g_b->poll(g_rb, 64), 0);  // no HELLO_ACK
+}
+
+// --- 8. job keys ------------------------------------------------------------
+
+Test(eth, different_jobs_do_not_talk) {
+  DeviceConfig j1 = config(), j2 = config();
+  j1.job = 1;
+  j2.job = 2;
+  g_a = open_dev(1, j1);
+  g_b = open_dev(2, j2);
+  PeerId to_b = resolve(*g_a, *g_b), to_a = resolve(*g_b, *g_a);
+  int ra = -FI_EAGAIN, rb = -FI_EAGAIN;
+  cr_assert(pump([&] { return ra != -FI_EAGAIN && rb != -FI_EAGAIN; }, 3, [&] {
+    if (ra == -FI_EAGAIN) ra = send_pkt(*g_a, to_b, 0, 10);
+    if (rb == -FI_EAGAIN) rb = send_pkt(*g_b, to_a, 1, 10);
+  }));
+  cr_assert_eq(ra, -FI_EHOSTUNREACH);
+  cr_assert_eq(rb, -FI_EHOSTUNREACH);
+  // Each side sent a HELLO and 6 retries, every one dropped as bad_job.
+  cr_assert_eq(peer_stat(*g_a, 2, "tx_frames"), 7u);
+  cr_assert_eq(peer_stat(*g_b, 1, "tx_frames"), 7u);
+  cr_assert_eq(peer_stat(*g_a, 2, "rx_frames"), 0u);
+  check_drops(*g_a, Drops{0, 0, 7, 0, 0, 0, 0}, "A");
+  check_drops(*g_b, Drops{0, 0, 7, 0, 0, 0, 0}, "B");
+  cr_assert_eq(g_ra.got.size(), 0u);
+  cr_assert_eq(g_rb.got.size(), 0u);
+
+  // A third endpoint of job 1 on the same segment still talks to A.
+  g_c = open_dev(3, j1);
+  PeerId to_c = resolve(*g_a, *g_c);
+  send_blocking(*g_a, to_c, 5, 10);
+  cr_assert(pump([&] { return g_rc.got.size() == 1; }, 2));
+  check_pkt(g_rc.got[0], resolve(*g_c, *g_a), 5, 10);
+}
+
+Test(eth, different_jobs_do_not_exchange_datagrams) {
+  DeviceConfig j1 = dgram_config(), j2 = dgram_config();
+  j1.job = 1;
+  j2.job = 2;
+  g_a = open_dev(1, j1);
+  g_b = open_dev(2, j2);
+  PeerId to_b = resolve(*g_a, *g_b);
+  for (uint64_t i = 0; i < 5; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, 10), 0);
+  cr_assert_eq(g_b->poll(g_rb, 64), 5);
+  cr_assert_eq(g_rb.got.size(), 0u);
+  check_drops(*g_b, Drops{0, 0, 5, 0, 0, 0, 0}, "B");
+  cr_assert_not(has_peer_line(*g_b, 1));
+}
