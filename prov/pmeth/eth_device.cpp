@@ -18,6 +18,7 @@ namespace {
 constexpr uint64_t kTicketBits = 40;
 constexpr uint64_t kTicketMask = (uint64_t(1) << kTicketBits) - 1;
 constexpr size_t kBodyOff = kEthHdr + kPmHdr;
+constexpr uint32_t kMaxProbes = 5;
 
 uint32_t random32() {
   uint32_t v = 0;
@@ -542,13 +543,17 @@ bool EthDevice::peer_alive(PeerId peer) noexcept {
     return false;
   }
   if (!cfg_.reliable || p.state != Peer::kUp) return true;
-  // Quiet peer: probe it; enough unanswered probes make it unreachable.
-  if (now_ns() - p.last_heard_ns > uint64_t(cfg_.rto_max_us) * 1000) {
-    if (++p.probes > 5) {
+  // Quiet peer: probe it, at most once per RTO_MAX however many operations
+  // ask; enough unanswered probes in a row make it unreachable.
+  uint64_t now = now_ns();
+  uint64_t interval = uint64_t(cfg_.rto_max_us) * 1000;
+  if (now - p.last_heard_ns > interval && now - p.probe_sent_ns >= interval) {
+    if (++p.probes > kMaxProbes) {
       declare_unreachable(p, "no answer to liveness probes");
       return false;
     }
     send_ctrl(p, kProbe);
+    p.probe_sent_ns = now;
     wire_->tx_flush();
   }
   return true;

@@ -101,7 +101,7 @@ class EthDevice final : public Device {
     uint32_t nak_seq = 0;
     std::vector<RxSlot> reorder;
     uint64_t last_heard_ns = 0;
-    uint64_t probe_deadline = 0;
+    uint64_t probe_sent_ns = 0;
     // statistics
     uint64_t tx_frames = 0, tx_bytes = 0, rx_frames = 0, rx_bytes = 0, retrans = 0, dups = 0, ooo = 0,
              window_stalls = 0;

@@ -127,6 +127,7 @@ class PmEth final : public ProviderDef {
           d.max_msg_size = payload;
           d.inject_size = payload;
           d.multi_recv = false;
+          d.one_sided = false;
         }
         d.nic = make_nic(i.nic);
         fi_info* info = make_template(d);

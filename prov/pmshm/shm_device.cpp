@@ -251,6 +251,7 @@ int ShmDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
     }
   }
   c->seq.store(pos + 1, std::memory_order_release);
+  p.last_pos = pos + 1;
   st_.tx_pkts++;
   // Dekker with a sleeping owner: either side must fence. Owners that run
   // membarrier() before sleeping take that cost off the send path.
@@ -317,6 +318,22 @@ int ShmDevice::poll(PacketSink& sink, int budget) noexcept {
   }
   if (n) own_.hdr()->head.store(head_, std::memory_order_release);
   return n;
+}
+
+// A packet is processed once the receiver's published head passed it: the
+// receiver publishes head only after handling a batch.
+uint64_t ShmDevice::tx_ticket(PeerId peer) const noexcept {
+  return peer < peers_.size() ? peers_[peer].last_pos : 0;
+}
+
+int ShmDevice::tx_state(PeerId peer, uint64_t ticket) noexcept {
+  if (peer >= peers_.size()) return -FI_EINVAL;
+  Peer& p = peers_[peer];
+  if (p.dead) return -FI_ECONNRESET;
+  if (!p.region.mapped()) return ticket == 0 ? 1 : -FI_ECONNRESET;
+  if (p.head_cache >= ticket) return 1;
+  p.head_cache = p.region.hdr()->head.load(std::memory_order_acquire);
+  return p.head_cache >= ticket ? 1 : 0;
 }
 
 bool ShmDevice::can_read_remote(PeerId peer) noexcept {

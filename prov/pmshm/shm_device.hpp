@@ -35,6 +35,8 @@ class ShmDevice final : public Device {
   size_t inline_payload() const noexcept override { return kCellInline; }
   int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
            size_t len) noexcept override;
+  uint64_t tx_ticket(PeerId peer) const noexcept override;
+  int tx_state(PeerId peer, uint64_t ticket) noexcept override;
   int poll(PacketSink& sink, int budget) noexcept override;
   bool can_read_remote(PeerId peer) noexcept override;
   ssize_t read_remote(PeerId peer, const struct iovec* local, size_t lcnt, const struct iovec* remote,
@@ -57,6 +59,7 @@ class ShmDevice final : public Device {
     bool failed = false;     // never reached
     bool dead = false;       // its owner died
     uint64_t head_cache = 0;  // last `head` read from the peer's region
+    uint64_t last_pos = 0;    // queue position after our last packet to it
   };
   explicit ShmDevice(const DeviceConfig& cfg) : cfg_(cfg) {}
   int map_peer(Peer& p) noexcept;

@@ -1,15 +1,21 @@
 #include "core/domain.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+
+#include <sys/random.h>
 
 #include <rdma/fi_errno.h>
 
 #include "base/log.hpp"
+#include "core/atomic_ops.hpp"
 #include "core/av.hpp"
+#include "core/cntr.hpp"
 #include "core/cq.hpp"
 #include "core/endpoint.hpp"
 #include "core/fabric.hpp"
+#include "base/param.hpp"
 #include "core/provider.hpp"
 
 namespace pm {
@@ -28,18 +34,53 @@ Domain::Domain(Fabric& fab, const fi_info& in, void* context) : fabric(fab), inf
   box_.fid.mr = const_cast<fi_ops_mr*>(&kDomainMrOps);
 }
 
-Domain::~Domain() { fi_freeinfo(info); }
+Domain::~Domain() {
+  if (helper_.joinable()) {
+    {
+      std::lock_guard<std::mutex> g(helper_mu_);
+      helper_stop_ = true;
+    }
+    helper_cv_.notify_all();
+    helper_.join();
+  }
+  fi_freeinfo(info);
+}
+
+void Domain::start_helper(unsigned interval_us) {
+  if (helper_.joinable() || interval_us == 0) return;
+  helper_ = std::thread([this, interval_us] { helper_loop(interval_us); });
+}
+
+// Runs progress only when the application did not during a whole interval,
+// and never waits for the domain lock: an application that progresses
+// itself does not see this thread.
+void Domain::helper_loop(unsigned interval_us) {
+  uint64_t seen = progress_calls_.load(std::memory_order_relaxed);
+  std::unique_lock<std::mutex> g(helper_mu_);
+  while (!helper_cv_.wait_for(g, std::chrono::microseconds(interval_us), [&] { return helper_stop_; })) {
+    uint64_t now = progress_calls_.load(std::memory_order_relaxed);
+    if (now != seen) {
+      seen = now;
+      continue;
+    }
+    std::unique_lock<std::mutex> l(mu_, std::try_to_lock);
+    if (!l.owns_lock()) continue;
+    progress_locked();
+    seen = progress_calls_.load(std::memory_order_relaxed);
+  }
+}
 
 void Domain::remove_ep(Endpoint* ep) {
   eps_.erase(std::remove(eps_.begin(), eps_.end(), ep), eps_.end());
 }
 
 void Domain::progress_locked() {
+  progress_calls_.fetch_add(1, std::memory_order_relaxed);
   for (Endpoint* ep : eps_) ep->progress();
 }
 
 Mr::Mr(Domain& d, const fi_mr_attr& attr, uint64_t key, uint64_t flags)
-    : dom(d), iov(attr.mr_iov, attr.mr_iov + attr.iov_count), access(attr.access) {
+    : dom(d), iov(attr.mr_iov, attr.mr_iov + attr.iov_count), access(attr.access), offset(attr.offset) {
   box_.self = this;
   box_.fid.fid.fclass = FI_CLASS_MR;
   box_.fid.fid.context = attr.context;
@@ -50,14 +91,53 @@ Mr::Mr(Domain& d, const fi_mr_attr& attr, uint64_t key, uint64_t flags)
 
 int Domain::mr_reg(const fi_mr_attr& attr, uint64_t flags, fid_mr** out) {
   if (attr.iov_count > 0 && !attr.mr_iov) return -FI_EINVAL;
-  bool prov_key = info->domain_attr->mr_mode & FI_MR_PROV_KEY;
-  uint64_t key = prov_key ? next_key_++ : attr.requested_key;
-  if (mrs_.count(key)) return -FI_ENOKEY;
+  if (attr.access & ~uint64_t(FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE))
+    return -FI_EINVAL;
+  int mode = info->domain_attr->mr_mode;
+  bool basic = mode == FI_MR_BASIC;
+  virt_addr_ = basic || (mode & FI_MR_VIRT_ADDR);
+  uint64_t key;
+  if (basic || (mode & FI_MR_PROV_KEY)) {
+    // Unguessable provider keys: a peer cannot name a region it was not told.
+    do {
+      if (getrandom(&key, sizeof key, 0) != sizeof key) return -FI_EOTHER;
+    } while (key == 0 || mrs_.count(key));
+  } else {
+    key = attr.requested_key;
+    if (mrs_.count(key)) return -FI_ENOKEY;
+  }
   auto* mr = new Mr(*this, attr, key, flags);
   mrs_[key] = mr;
   refs++;
   *out = mr->fid();
   return 0;
+}
+
+int Domain::mr_check(uint64_t key, uint64_t addr, size_t len, uint64_t access, char** va, Mr** out) const {
+  auto it = mrs_.find(key);
+  if (it == mrs_.end()) return FI_EKEYREJECTED;
+  Mr* mr = it->second;
+  if ((mr->access & access) != access) return FI_EACCES;
+  // Without FI_MR_VIRT_ADDR addresses are offsets from the region's start
+  // (plus the offset given at registration).
+  uint64_t pos = addr;
+  if (!virt_addr_) {
+    if (addr < mr->offset) return FI_EINVAL;
+    pos = addr - mr->offset;
+  }
+  for (const iovec& v : mr->iov) {
+    uint64_t base = virt_addr_ ? reinterpret_cast<uint64_t>(v.iov_base) : 0;
+    if (pos >= base && len <= v.iov_len && pos - base <= v.iov_len - len) {
+      *va = static_cast<char*>(v.iov_base) + (pos - base);
+      *out = mr;
+      return 0;
+    }
+    if (!virt_addr_) {
+      if (pos < v.iov_len) break;  // straddles two ranges
+      pos -= v.iov_len;
+    }
+  }
+  return FI_EINVAL;
 }
 
 int Domain::mr_close(Mr* mr) {
@@ -128,9 +208,40 @@ int pm_endpoint(fid_domain* f, fi_info* info, fid_ep** out, void* ctx) noexcept 
     std::lock_guard<std::mutex> g(d->lock());
     auto* ep = new Endpoint(*d, *info, std::move(dev), ctx);
     d->refs++;
+    if (g_params.get_bool("progress_thread"))
+      d->start_helper(unsigned(g_params.get_int("progress_interval_us")));
     *out = ep->fid();
     return 0;
   });
+}
+
+int pm_cntr_open(fid_domain* f, fi_cntr_attr* attr, fid_cntr** out, void* ctx) noexcept {
+  Domain* d = dom_of(f);
+  return guard([&] {
+    fi_cntr_attr a{};
+    if (attr) a = *attr;
+    if (a.events != FI_CNTR_EVENTS_COMP) return -FI_ENOSYS;
+    if (a.wait_obj != FI_WAIT_NONE && a.wait_obj != FI_WAIT_UNSPEC) return -FI_ENOSYS;
+    std::lock_guard<std::mutex> g(d->lock());
+    auto* c = new Cntr(*d, a, ctx);
+    d->refs++;
+    *out = c->fid();
+    return 0;
+  });
+}
+
+int pm_query_atomic(fid_domain* f, fi_datatype dt, fi_op op, fi_atomic_attr* attr, uint64_t flags) noexcept {
+  AtomicKind kind = (flags & FI_COMPARE_ATOMIC) ? AtomicKind::kCompare
+                    : (flags & FI_FETCH_ATOMIC) ? AtomicKind::kFetch
+                                                : AtomicKind::kWrite;
+  if (!(dom_of(f)->info->caps & FI_ATOMIC) || !atomic_valid(dt, op, kind)) return -FI_EOPNOTSUPP;
+  if (attr) {
+    attr->size = atomic_size(dt);
+    // One packet carries an operation: the smallest device packet this
+    // provider uses bounds the count (see the endpoint's *valid calls).
+    attr->count = 1024 / (attr->size * (kind == AtomicKind::kCompare ? 2 : 1));
+  }
+  return 0;
 }
 
 int pm_mr_regattr(fid* f, const fi_mr_attr* attr, uint64_t flags, fid_mr** out) noexcept {
@@ -157,6 +268,20 @@ int pm_mr_reg(fid* f, const void* buf, size_t len, uint64_t access, uint64_t off
   iovec v{const_cast<void*>(buf), len};
   return pm_mr_regv(f, &v, 1, access, offset, key, flags, out, ctx);
 }
+int pm_mr_bind(fid_t f, fid_t bf, uint64_t flags) noexcept {
+  Mr* mr = self_of_fid<Mr, fid_mr>(f);
+  return guard([&] {
+    if (bf->fclass != FI_CLASS_CNTR) return -FI_EINVAL;
+    if (!(flags & (FI_REMOTE_WRITE | FI_REMOTE_READ)) || (flags & ~uint64_t(FI_REMOTE_WRITE | FI_REMOTE_READ)))
+      return -FI_EBADFLAGS;
+    Cntr* c = self_of_fid<Cntr, fid_cntr>(bf);
+    std::lock_guard<std::mutex> g(mr->dom.lock());
+    if (flags & FI_REMOTE_WRITE) mr->rwrite_cntr = c;
+    if (flags & FI_REMOTE_READ) mr->rread_cntr = c;
+    return 0;
+  });
+}
+
 int pm_mr_close(fid_t f) noexcept {
   Mr* mr = self_of_fid<Mr, fid_mr>(f);
   return guard([&] {
@@ -183,11 +308,11 @@ const fi_ops_domain kDomainOps = {
     .cq_open = pm_cq_open,
     .endpoint = pm_endpoint,
     .scalable_ep = PM_ENOSYS(fi_ops_domain, scalable_ep),
-    .cntr_open = PM_ENOSYS(fi_ops_domain, cntr_open),
+    .cntr_open = pm_cntr_open,
     .poll_open = PM_ENOSYS(fi_ops_domain, poll_open),
     .stx_ctx = PM_ENOSYS(fi_ops_domain, stx_ctx),
     .srx_ctx = PM_ENOSYS(fi_ops_domain, srx_ctx),
-    .query_atomic = PM_ENOSYS(fi_ops_domain, query_atomic),
+    .query_atomic = pm_query_atomic,
     .query_collective = PM_ENOSYS(fi_ops_domain, query_collective),
     .endpoint2 = PM_ENOSYS(fi_ops_domain, endpoint2),
 };
@@ -202,7 +327,7 @@ const fi_ops_mr kDomainMrOps = {
 const fi_ops kMrFiOps = {
     .size = ops_size<fi_ops>(),
     .close = pm_mr_close,
-    .bind = PM_ENOSYS(fi_ops, bind),
+    .bind = pm_mr_bind,
     .control = PM_ENOSYS(fi_ops, control),
     .ops_open = PM_ENOSYS(fi_ops, ops_open),
     .tostr = PM_ENOSYS(fi_ops, tostr),

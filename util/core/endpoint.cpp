@@ -8,6 +8,7 @@
 #include "base/clock.hpp"
 #include "base/log.hpp"
 #include "core/av.hpp"
+#include "core/cntr.hpp"
 #include "core/domain.hpp"
 #include "core/fabric.hpp"
 #include "base/param.hpp"
@@ -20,9 +21,9 @@ extern const fi_ops kEpFiOps;
 extern const fi_ops_cm kEpCmOps;
 extern const fi_ops_msg kEpMsgOps;
 extern const fi_ops_tagged kEpTaggedOps;
-extern fi_ops_rma kEpRmaOps;
-extern fi_ops_atomic kEpAtomicOps;
-extern fi_ops_collective kEpCollOps;
+extern const fi_ops_rma kEpRmaOps;
+extern const fi_ops_atomic kEpAtomicOps;
+extern const fi_ops_collective kEpCollOps;
 
 Endpoint::Endpoint(Domain& dom, const fi_info& info, std::unique_ptr<Device> dev, void* context)
     : dom_(dom), info_(fi_dupinfo(&info)), dev_(std::move(dev)) {
@@ -34,9 +35,9 @@ Endpoint::Endpoint(Domain& dom, const fi_info& info, std::unique_ptr<Device> dev
   box_.fid.cm = const_cast<fi_ops_cm*>(&kEpCmOps);
   box_.fid.msg = const_cast<fi_ops_msg*>(&kEpMsgOps);
   box_.fid.tagged = const_cast<fi_ops_tagged*>(&kEpTaggedOps);
-  box_.fid.rma = &kEpRmaOps;
-  box_.fid.atomic = &kEpAtomicOps;
-  box_.fid.collective = &kEpCollOps;
+  box_.fid.rma = const_cast<fi_ops_rma*>(&kEpRmaOps);
+  box_.fid.atomic = const_cast<fi_ops_atomic*>(&kEpAtomicOps);
+  box_.fid.collective = const_cast<fi_ops_collective*>(&kEpCollOps);
 
     tx_op_flags_ = info.tx_attr ? info.tx_attr->op_flags : 0;
   rx_op_flags_ = info.rx_attr ? info.rx_attr->op_flags : 0;
@@ -90,6 +91,21 @@ int Endpoint::bind(struct fid* bfid, uint64_t flags) {
     }
     return 0;
   }
+  case FI_CLASS_CNTR: {
+    Cntr* c = self_of_fid<Cntr, fid_cntr>(bfid);
+    if (&c->domain() != &dom_) return -FI_EINVAL;
+    constexpr uint64_t kAll = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    if (!(flags & kAll) || (flags & ~kAll)) return -FI_EBADFLAGS;
+    for (auto [bit, slot] : {std::pair{FI_SEND, &send_cntr_}, {FI_RECV, &recv_cntr_}, {FI_READ, &read_cntr_},
+                             {FI_WRITE, &write_cntr_}, {FI_REMOTE_READ, &rread_cntr_},
+                             {FI_REMOTE_WRITE, &rwrite_cntr_}})
+      if (flags & bit) {
+        if (*slot) (*slot)->refs--;
+        *slot = c;
+        c->refs++;
+      }
+    return 0;
+  }
   case FI_CLASS_EQ:
     return 0;  // RDM endpoints generate no connection events
   default:
@@ -102,7 +118,7 @@ int Endpoint::enable() {
     PM_WARN(FI_LOG_EP_CTRL, "fi_enable: no address vector bound");
     return -FI_ENOAV;
   }
-  if (!tx_cq_ && !rx_cq_) {
+  if (!tx_cq_ && !rx_cq_ && !send_cntr_ && !recv_cntr_ && !read_cntr_ && !write_cntr_) {
     PM_WARN(FI_LOG_EP_CTRL, "fi_enable: no completion queue bound");
     return -FI_ENOCQ;
   }
@@ -120,6 +136,8 @@ int Endpoint::close() {
     std::string s = dev_->stats();
     if (!s.empty()) PM_WARN(FI_LOG_EP_CTRL, "statistics: %s", s.c_str());
   }
+  for (Cntr* c : {send_cntr_, recv_cntr_, read_cntr_, write_cntr_, rread_cntr_, rwrite_cntr_})
+    if (c) c->refs--;
   if (tx_cq_) tx_cq_->unbind_ep(this);
   if (rx_cq_ && rx_cq_ != tx_cq_) rx_cq_->unbind_ep(this);
   if (av_) av_->refs--;
@@ -209,6 +227,11 @@ void Endpoint::write_cq(Cq* cq, const Completion& c) {
 void Endpoint::progress() {
   dev_->poll(*this, 64);
   if (!ctrl_.empty()) flush_ctrl();
+  if (!pending_reads_.empty()) {
+    auto reads = std::move(pending_reads_);
+    pending_reads_.clear();
+    for (auto& [peer, h] : reads) start_read_resp(peer, h);
+  }
   if (!active_peers_.empty()) progress_tx();
   if (!streams_.empty()) progress_streams();
   if (!acking_.empty()) progress_acks();
@@ -229,6 +252,12 @@ void Endpoint::on_packet(const RxPacket& pkt) noexcept {
     case kPktRts: on_rts(pkt.peer, h, pkt.payload, pkt.payload_len); break;
     case kPktCts: on_cts(pkt.peer, h); break;
     case kPktFin: on_fin(pkt.peer, h); break;
+    case kPktWrite: on_write(pkt.peer, h, pkt.payload, pkt.payload_len); break;
+    case kPktRead: on_read(pkt.peer, h); break;
+    case kPktAtomic: on_atomic(pkt.peer, h, pkt.payload, pkt.payload_len); break;
+    case kPktReadResp:
+    case kPktAtomicResp:
+    case kPktRmaAck: on_rma_reply(pkt.peer, h, pkt.payload, pkt.payload_len); break;
     default:
       PM_WARN(FI_LOG_EP_DATA, "dropping packet with unknown op %u", h.op);
     }

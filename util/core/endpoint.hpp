@@ -23,11 +23,20 @@
 namespace pm {
 
 class Av;
+class Cntr;
 class Domain;
+class Mr;
+
+// Where an RMA or atomic targets (fi_rma_iov / fi_rma_ioc, one entry).
+struct RmaTarget {
+  uint64_t addr;
+  size_t len;
+  uint64_t key;
+};
 
 struct TxOp {
   ListHook hook;
-  enum State : uint8_t { kFree, kQueued, kWaitCts, kStreaming, kWaitFin, kWaitAck };
+  enum State : uint8_t { kFree, kQueued, kWaitCts, kStreaming, kWaitFin, kWaitAck, kWaitResp };
   State state = kFree;
   uint32_t index = 0;
   uint32_t gen = 0;
@@ -35,6 +44,9 @@ struct TxOp {
   uint64_t cq_flags = 0;     // FI_SEND | FI_MSG / FI_TAGGED ...
   bool completion = true;
   bool wait_ack = false;     // FI_TRANSMIT_COMPLETE: complete when the peer has it
+  bool silent = false;       // the provider's own (a target's response): no events
+  struct iovec res[kMaxIov]; // fetching atomic: where the old values go
+  size_t rescnt = 0;
   PeerId peer = kNoPeer;
   PktHdr hdr{};              // op, flags, tag, cq_data, msg_len, msg_id
   struct iovec iov[kMaxIov];
@@ -98,6 +110,13 @@ class Endpoint final : public PacketSink {
                uint64_t data, void* context, uint64_t flags, bool tagged);
   ssize_t recv(const struct iovec* iov, size_t iovcnt, fi_addr_t src, uint64_t tag,
                uint64_t ignore, void* context, uint64_t flags, bool tagged);
+  // one-sided (ep_rma.cpp)
+  ssize_t rma(bool write, const struct iovec* iov, size_t iovcnt, fi_addr_t dest,
+              const RmaTarget& t, uint64_t data, void* context, uint64_t flags);
+  ssize_t atomic(const struct iovec* iov, size_t iovcnt, const struct iovec* cmp, size_t cmpcnt,
+                 const struct iovec* res, size_t rescnt, fi_addr_t dest, const RmaTarget& t,
+                 fi_datatype dt, fi_op op, void* context, uint64_t flags, int kind);
+  int atomic_valid(fi_datatype dt, fi_op op, int kind, size_t* count) const;
 
   // progress (lock held)
   void progress();
@@ -126,6 +145,17 @@ class Endpoint final : public PacketSink {
   void send_ctrl(PeerId peer, uint8_t op, uint64_t msg_id, uint64_t value);
   void flush_ctrl();
   void check_timers();
+  ssize_t queue_op(TxOp* op, bool copy_payload);  // FIFO per peer, sending what fits now
+  void count_tx(const TxOp* op, bool ok);
+
+  // one-sided target side and replies (ep_rma.cpp)
+  void on_write(PeerId peer, const PktHdr& h, const void* payload, size_t plen);
+  void on_read(PeerId peer, const PktHdr& h);
+  void on_atomic(PeerId peer, const PktHdr& h, const void* payload, size_t plen);
+  void on_rma_reply(PeerId peer, const PktHdr& h, const void* payload, size_t plen);
+  void start_read_resp(PeerId peer, const PktHdr& h);
+  void refuse(PeerId peer, const char* what, uint64_t key, int err);
+  void remote_event(Mr* mr, bool write, const PktHdr* h);
 
   // rx (ep_rx.cpp)
   void on_eager(PeerId peer, const PktHdr& h, const void* payload, size_t plen);
@@ -158,6 +188,12 @@ class Endpoint final : public PacketSink {
   Av* av_ = nullptr;
   Cq* tx_cq_ = nullptr;
   Cq* rx_cq_ = nullptr;
+  Cntr* send_cntr_ = nullptr;
+  Cntr* recv_cntr_ = nullptr;
+  Cntr* read_cntr_ = nullptr;
+  Cntr* write_cntr_ = nullptr;
+  Cntr* rread_cntr_ = nullptr;
+  Cntr* rwrite_cntr_ = nullptr;
   bool enabled_ = false;
   bool selective_tx_ = false, selective_rx_ = false;
   bool source_ = false;      // FI_SOURCE: hold messages from unknown peers
@@ -193,6 +229,15 @@ class Endpoint final : public PacketSink {
   size_t rx_outstanding_ = 0;
   size_t rx_size_;
   std::unordered_map<AsmKey, Assembly, AsmKeyHash> assemblies_;
+
+  struct RmaIn {                 // a multi-packet remote write in progress
+    size_t received = 0;
+    int status = 0;
+    Mr* mr = nullptr;
+  };
+  std::unordered_map<AsmKey, RmaIn, AsmKeyHash> rma_in_;
+  std::vector<std::pair<PeerId, PktHdr>> pending_reads_;  // no tx op free yet
+  uint64_t refused_ = 0;         // remote accesses refused (statistics)
 };
 
 } // namespace pm

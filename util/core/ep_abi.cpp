@@ -1,5 +1,6 @@
 // The endpoint's libfabric ops tables: thin noexcept trampolines that take
 // the domain lock, call one member and return its status.
+#include <algorithm>
 #include <mutex>
 
 #include <rdma/fi_atomic.h>
@@ -10,6 +11,7 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include "core/atomic_ops.hpp"
 #include "core/domain.hpp"
 #include "core/endpoint.hpp"
 
@@ -174,6 +176,156 @@ int pm_ep_getname(fid_t f, void* addr, size_t* len) noexcept {
   return int(locked(ep, [&] { return ssize_t(ep->getname(addr, len)); }));
 }
 
+
+// ---- RMA ----
+ssize_t rma_one(fid_ep* f, bool write, const iovec* iov, size_t cnt, fi_addr_t dest, uint64_t addr,
+                uint64_t key, uint64_t data, void* ctx, uint64_t flags) {
+  Endpoint* ep = Endpoint::from(f);
+  size_t len = 0;
+  for (size_t i = 0; i < cnt; i++) len += iov[i].iov_len;
+  RmaTarget t{addr, len, key};
+  return locked(ep, [&] { return ep->rma(write, iov, cnt, dest, t, data, ctx, flags); });
+}
+ssize_t pm_ep_read(fid_ep* f, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t addr, uint64_t key,
+                   void* ctx) noexcept {
+  iovec v = one(buf, len);
+  return rma_one(f, false, &v, 1, src, addr, key, 0, ctx, Endpoint::from(f)->tx_op_flags());
+}
+ssize_t pm_ep_readv(fid_ep* f, const iovec* iov, void** desc, size_t cnt, fi_addr_t src, uint64_t addr,
+                    uint64_t key, void* ctx) noexcept {
+  return rma_one(f, false, iov, cnt, src, addr, key, 0, ctx, Endpoint::from(f)->tx_op_flags());
+}
+ssize_t rma_msg(fid_ep* f, bool write, const fi_msg_rma* m, uint64_t flags) {
+  if (!m || m->rma_iov_count != 1) return -FI_EINVAL;
+  Endpoint* ep = Endpoint::from(f);
+  RmaTarget t{m->rma_iov[0].addr, m->rma_iov[0].len, m->rma_iov[0].key};
+  return locked(ep, [&] { return ep->rma(write, m->msg_iov, m->iov_count, m->addr, t, m->data, m->context, flags); });
+}
+ssize_t pm_ep_readmsg(fid_ep* f, const fi_msg_rma* m, uint64_t flags) noexcept { return rma_msg(f, false, m, flags); }
+ssize_t pm_ep_write(fid_ep* f, const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t addr,
+                    uint64_t key, void* ctx) noexcept {
+  iovec v = one(buf, len);
+  return rma_one(f, true, &v, 1, dest, addr, key, 0, ctx, Endpoint::from(f)->tx_op_flags());
+}
+ssize_t pm_ep_writev(fid_ep* f, const iovec* iov, void** desc, size_t cnt, fi_addr_t dest, uint64_t addr,
+                     uint64_t key, void* ctx) noexcept {
+  return rma_one(f, true, iov, cnt, dest, addr, key, 0, ctx, Endpoint::from(f)->tx_op_flags());
+}
+ssize_t pm_ep_writemsg(fid_ep* f, const fi_msg_rma* m, uint64_t flags) noexcept { return rma_msg(f, true, m, flags); }
+ssize_t pm_ep_inject_write(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t addr,
+                           uint64_t key) noexcept {
+  iovec v = one(buf, len);
+  return rma_one(f, true, &v, 1, dest, addr, key, 0, nullptr, FI_INJECT);
+}
+ssize_t pm_ep_writedata(fid_ep* f, const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest,
+                        uint64_t addr, uint64_t key, void* ctx) noexcept {
+  iovec v = one(buf, len);
+  return rma_one(f, true, &v, 1, dest, addr, key, data, ctx,
+                 Endpoint::from(f)->tx_op_flags() | FI_REMOTE_CQ_DATA);
+}
+ssize_t pm_ep_inject_writedata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
+                               uint64_t addr, uint64_t key) noexcept {
+  iovec v = one(buf, len);
+  return rma_one(f, true, &v, 1, dest, addr, key, data, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA);
+}
+
+// ---- atomics ----
+// Gathers fi_ioc arrays (count elements each) into iovecs of bytes.
+size_t ioc_to_iov(const fi_ioc* ioc, size_t n, fi_datatype dt, iovec* out) {
+  size_t sz = atomic_size(dt);
+  for (size_t i = 0; i < n && i < kMaxIov; i++) out[i] = iovec{ioc[i].addr, ioc[i].count * sz};
+  return std::min(n, kMaxIov);
+}
+ssize_t atomic_call(fid_ep* f, const fi_ioc* op, size_t opn, const fi_ioc* cmp, size_t cmpn, fi_ioc* res,
+                    size_t resn, fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt, fi_op aop,
+                    void* ctx, uint64_t flags, AtomicKind kind) {
+  Endpoint* ep = Endpoint::from(f);
+  if (opn > kMaxIov || cmpn > kMaxIov || resn > kMaxIov) return -FI_EINVAL;
+  iovec a[kMaxIov], c[kMaxIov], r[kMaxIov];
+  size_t na = op ? ioc_to_iov(op, opn, dt, a) : 0;
+  size_t nc = cmp ? ioc_to_iov(cmp, cmpn, dt, c) : 0;
+  size_t nr = res ? ioc_to_iov(res, resn, dt, r) : 0;
+  size_t count = 0;
+  const fi_ioc* counted = aop == FI_ATOMIC_READ ? res : op;
+  size_t countn = aop == FI_ATOMIC_READ ? resn : opn;
+  for (size_t i = 0; counted && i < countn; i++) count += counted[i].count;
+  RmaTarget t{addr, count, key};
+  return locked(ep, [&] {
+    return ep->atomic(a, na, c, nc, r, nr, dest, t, dt, aop, ctx, flags, int(kind));
+  });
+}
+ssize_t pm_ep_atomic(fid_ep* f, const void* buf, size_t count, void* desc, fi_addr_t dest, uint64_t addr,
+                     uint64_t key, fi_datatype dt, fi_op op, void* ctx) noexcept {
+  fi_ioc i{const_cast<void*>(buf), count};
+  return atomic_call(f, &i, 1, nullptr, 0, nullptr, 0, dest, addr, key, dt, op, ctx,
+                     Endpoint::from(f)->tx_op_flags(), AtomicKind::kWrite);
+}
+ssize_t pm_ep_atomicv(fid_ep* f, const fi_ioc* iov, void** desc, size_t n, fi_addr_t dest, uint64_t addr,
+                      uint64_t key, fi_datatype dt, fi_op op, void* ctx) noexcept {
+  return atomic_call(f, iov, n, nullptr, 0, nullptr, 0, dest, addr, key, dt, op, ctx,
+                     Endpoint::from(f)->tx_op_flags(), AtomicKind::kWrite);
+}
+ssize_t pm_ep_atomicmsg(fid_ep* f, const fi_msg_atomic* m, uint64_t flags) noexcept {
+  if (!m || m->rma_iov_count != 1) return -FI_EINVAL;
+  return atomic_call(f, m->msg_iov, m->iov_count, nullptr, 0, nullptr, 0, m->addr, m->rma_iov[0].addr,
+                     m->rma_iov[0].key, m->datatype, m->op, m->context, flags, AtomicKind::kWrite);
+}
+ssize_t pm_ep_atomic_inject(fid_ep* f, const void* buf, size_t count, fi_addr_t dest, uint64_t addr,
+                            uint64_t key, fi_datatype dt, fi_op op) noexcept {
+  fi_ioc i{const_cast<void*>(buf), count};
+  return atomic_call(f, &i, 1, nullptr, 0, nullptr, 0, dest, addr, key, dt, op, nullptr, FI_INJECT,
+                     AtomicKind::kWrite);
+}
+ssize_t pm_ep_fetch(fid_ep* f, const void* buf, size_t count, void* desc, void* res, void* rdesc,
+                    fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt, fi_op op, void* ctx) noexcept {
+  fi_ioc i{const_cast<void*>(buf), count}, r{res, count};
+  return atomic_call(f, buf ? &i : nullptr, buf ? 1 : 0, nullptr, 0, &r, 1, dest, addr, key, dt, op, ctx,
+                     Endpoint::from(f)->tx_op_flags(), AtomicKind::kFetch);
+}
+ssize_t pm_ep_fetchv(fid_ep* f, const fi_ioc* iov, void** desc, size_t n, fi_ioc* res, void** rdesc,
+                     size_t rn, fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt, fi_op op,
+                     void* ctx) noexcept {
+  return atomic_call(f, iov, n, nullptr, 0, res, rn, dest, addr, key, dt, op, ctx,
+                     Endpoint::from(f)->tx_op_flags(), AtomicKind::kFetch);
+}
+ssize_t pm_ep_fetchmsg(fid_ep* f, const fi_msg_atomic* m, fi_ioc* res, void** rdesc, size_t rn,
+                       uint64_t flags) noexcept {
+  if (!m || m->rma_iov_count != 1) return -FI_EINVAL;
+  return atomic_call(f, m->msg_iov, m->iov_count, nullptr, 0, res, rn, m->addr, m->rma_iov[0].addr,
+                     m->rma_iov[0].key, m->datatype, m->op, m->context, flags, AtomicKind::kFetch);
+}
+ssize_t pm_ep_compare(fid_ep* f, const void* buf, size_t count, void* desc, const void* cmp, void* cdesc,
+                      void* res, void* rdesc, fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt,
+                      fi_op op, void* ctx) noexcept {
+  fi_ioc i{const_cast<void*>(buf), count}, c{const_cast<void*>(cmp), count}, r{res, count};
+  return atomic_call(f, &i, 1, &c, 1, &r, 1, dest, addr, key, dt, op, ctx, Endpoint::from(f)->tx_op_flags(),
+                     AtomicKind::kCompare);
+}
+ssize_t pm_ep_comparev(fid_ep* f, const fi_ioc* iov, void** desc, size_t n, const fi_ioc* cmp, void** cdesc,
+                       size_t cn, fi_ioc* res, void** rdesc, size_t rn, fi_addr_t dest, uint64_t addr,
+                       uint64_t key, fi_datatype dt, fi_op op, void* ctx) noexcept {
+  return atomic_call(f, iov, n, cmp, cn, res, rn, dest, addr, key, dt, op, ctx,
+                     Endpoint::from(f)->tx_op_flags(), AtomicKind::kCompare);
+}
+ssize_t pm_ep_comparemsg(fid_ep* f, const fi_msg_atomic* m, const fi_ioc* cmp, void** cdesc, size_t cn,
+                         fi_ioc* res, void** rdesc, size_t rn, uint64_t flags) noexcept {
+  if (!m || m->rma_iov_count != 1) return -FI_EINVAL;
+  return atomic_call(f, m->msg_iov, m->iov_count, cmp, cn, res, rn, m->addr, m->rma_iov[0].addr,
+                     m->rma_iov[0].key, m->datatype, m->op, m->context, flags, AtomicKind::kCompare);
+}
+int valid(fid_ep* f, fi_datatype dt, fi_op op, size_t* count, AtomicKind kind) {
+  Endpoint* ep = Endpoint::from(f);
+  return int(locked(ep, [&] { return ssize_t(ep->atomic_valid(dt, op, int(kind), count)); }));
+}
+int pm_ep_writevalid(fid_ep* f, fi_datatype dt, fi_op op, size_t* count) noexcept {
+  return valid(f, dt, op, count, AtomicKind::kWrite);
+}
+int pm_ep_fetchvalid(fid_ep* f, fi_datatype dt, fi_op op, size_t* count) noexcept {
+  return valid(f, dt, op, count, AtomicKind::kFetch);
+}
+int pm_ep_comparevalid(fid_ep* f, fi_datatype dt, fi_op op, size_t* count) noexcept {
+  return valid(f, dt, op, count, AtomicKind::kCompare);
+}
 }  // namespace
 
 extern const fi_ops kEpFiOps = {
@@ -236,37 +388,37 @@ extern const fi_ops_tagged kEpTaggedOps = {
     .injectdata = pm_ep_tinjectdata,
 };
 
-fi_ops_rma kEpRmaOps = {
+extern const fi_ops_rma kEpRmaOps = {
     .size = ops_size<fi_ops_rma>(),
-    .read = PM_ENOSYS(fi_ops_rma, read),
-    .readv = PM_ENOSYS(fi_ops_rma, readv),
-    .readmsg = PM_ENOSYS(fi_ops_rma, readmsg),
-    .write = PM_ENOSYS(fi_ops_rma, write),
-    .writev = PM_ENOSYS(fi_ops_rma, writev),
-    .writemsg = PM_ENOSYS(fi_ops_rma, writemsg),
-    .inject = PM_ENOSYS(fi_ops_rma, inject),
-    .writedata = PM_ENOSYS(fi_ops_rma, writedata),
-    .injectdata = PM_ENOSYS(fi_ops_rma, injectdata),
+    .read = pm_ep_read,
+    .readv = pm_ep_readv,
+    .readmsg = pm_ep_readmsg,
+    .write = pm_ep_write,
+    .writev = pm_ep_writev,
+    .writemsg = pm_ep_writemsg,
+    .inject = pm_ep_inject_write,
+    .writedata = pm_ep_writedata,
+    .injectdata = pm_ep_inject_writedata,
 };
 
-fi_ops_atomic kEpAtomicOps = {
+extern const fi_ops_atomic kEpAtomicOps = {
     .size = ops_size<fi_ops_atomic>(),
-    .write = PM_ENOSYS(fi_ops_atomic, write),
-    .writev = PM_ENOSYS(fi_ops_atomic, writev),
-    .writemsg = PM_ENOSYS(fi_ops_atomic, writemsg),
-    .inject = PM_ENOSYS(fi_ops_atomic, inject),
-    .readwrite = PM_ENOSYS(fi_ops_atomic, readwrite),
-    .readwritev = PM_ENOSYS(fi_ops_atomic, readwritev),
-    .readwritemsg = PM_ENOSYS(fi_ops_atomic, readwritemsg),
-    .compwrite = PM_ENOSYS(fi_ops_atomic, compwrite),
-    .compwritev = PM_ENOSYS(fi_ops_atomic, compwritev),
-    .compwritemsg = PM_ENOSYS(fi_ops_atomic, compwritemsg),
-    .writevalid = PM_ENOSYS(fi_ops_atomic, writevalid),
-    .readwritevalid = PM_ENOSYS(fi_ops_atomic, readwritevalid),
-    .compwritevalid = PM_ENOSYS(fi_ops_atomic, compwritevalid),
+    .write = pm_ep_atomic,
+    .writev = pm_ep_atomicv,
+    .writemsg = pm_ep_atomicmsg,
+    .inject = pm_ep_atomic_inject,
+    .readwrite = pm_ep_fetch,
+    .readwritev = pm_ep_fetchv,
+    .readwritemsg = pm_ep_fetchmsg,
+    .compwrite = pm_ep_compare,
+    .compwritev = pm_ep_comparev,
+    .compwritemsg = pm_ep_comparemsg,
+    .writevalid = pm_ep_writevalid,
+    .readwritevalid = pm_ep_fetchvalid,
+    .compwritevalid = pm_ep_comparevalid,
 };
 
-fi_ops_collective kEpCollOps = {
+extern const fi_ops_collective kEpCollOps = {
     .size = ops_size<fi_ops_collective>(),
     .barrier = PM_ENOSYS(fi_ops_collective, barrier),
     .broadcast = PM_ENOSYS(fi_ops_collective, broadcast),

@@ -11,6 +11,7 @@
 #include "base/iov.hpp"
 #include "base/log.hpp"
 #include "core/av.hpp"
+#include "core/cntr.hpp"
 #include "core/endpoint.hpp"
 
 namespace pm {
@@ -328,6 +329,10 @@ void Endpoint::finish_recv(RecvOp* r, size_t base, size_t msg_len, size_t copied
     PM_INFO(FI_LOG_EP_DATA, "message of %zu bytes truncated to %zu", msg_len, copied);
   }
   if (c.err || r->completion || (c.flags & FI_MULTI_RECV)) write_cq(rx_cq_, c);
+  if (recv_cntr_) {
+    if (c.err) recv_cntr_->inc_err();
+    else recv_cntr_->inc();
+  }
   if (!multi || (r->retired && r->inflight == 0)) free_recv(r);
 }
 
@@ -340,6 +345,7 @@ void Endpoint::complete_recv_err(RecvOp* r, int err, size_t len) {
     if (r->retired && r->inflight == 0) c.flags |= FI_MULTI_RECV;
   }
   write_cq(rx_cq_, c);
+  if (recv_cntr_) recv_cntr_->inc_err();
   if (!multi || (r->retired && r->inflight == 0)) free_recv(r);
 }
 

@@ -8,6 +8,7 @@
 #include "base/clock.hpp"
 #include "base/iov.hpp"
 #include "base/log.hpp"
+#include "core/cntr.hpp"
 #include "core/endpoint.hpp"
 
 namespace pm {
@@ -25,6 +26,9 @@ TxOp* Endpoint::alloc_tx() {
   op->state = TxOp::kQueued;
   op->sent = 0;
   op->limit = 0;
+  op->silent = false;
+  op->wait_ack = false;
+  op->rescnt = 0;
   return op;
 }
 
@@ -62,7 +66,7 @@ ssize_t Endpoint::send(const struct iovec* iov, size_t iovcnt, fi_addr_t dest, u
   op->peer = peer;
   op->cq_flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
   op->completion = !inject && (!selective_tx_ || (flags & FI_COMPLETION));
-  op->wait_ack = (flags | tx_op_flags_) & FI_TRANSMIT_COMPLETE;
+  op->wait_ack = (flags | tx_op_flags_) & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE);
   op->hdr = PktHdr{};
   op->hdr.op = len > rndv_threshold_ && !inject ? kPktRts : kPktEager;
   op->hdr.flags = uint8_t((tagged ? kPktTagged : 0) | ((flags & FI_REMOTE_CQ_DATA) ? kPktCqData : 0));
@@ -75,20 +79,26 @@ ssize_t Endpoint::send(const struct iovec* iov, size_t iovcnt, fi_addr_t dest, u
   op->iovcnt = iovcnt;
   op->start_ns = 0;
 
-  PeerState& ps = peer_state(peer);
+  return queue_op(op, inject);
+}
+
+// Appends the op to its peer's FIFO and sends what the device takes now.
+// An injected payload still queued is copied before the call returns
+// (offsets stay valid: the copy holds the whole payload).
+ssize_t Endpoint::queue_op(TxOp* op, bool copy_payload) {
+  PeerState& ps = peer_state(op->peer);
   bool was_empty = ps.queue.empty();
   ps.queue.push_back(op);
+  op->start_ns = 0;
   if (was_empty && advance_tx(op)) {
     dev_->flush();
     return 0;
   }
   dev_->flush();
-
-  // Not all sent now: an injected payload must be copied before returning
-  // (offsets stay valid: the copy holds the whole message).
-  if (inject && op->state == TxOp::kQueued) {
-    if (!op->inject) op->inject.reset(new uint8_t[inject_size_ ? inject_size_ : 1]);
-    iov_copy_from(iov, iovcnt, 0, op->inject.get(), len);
+  if (copy_payload && op->state == TxOp::kQueued) {
+    size_t len = iov_total(op->iov, op->iovcnt);
+    if (!op->inject) op->inject.reset(new uint8_t[std::max<size_t>(inject_size_, 1)]);
+    iov_copy_from(op->iov, op->iovcnt, 0, op->inject.get(), len);
     op->iov[0].iov_base = op->inject.get();
     op->iov[0].iov_len = len;
     op->iovcnt = 1;
@@ -96,7 +106,7 @@ ssize_t Endpoint::send(const struct iovec* iov, size_t iovcnt, fi_addr_t dest, u
   op->start_ns = now_ns();
   if (!ps.active) {
     ps.active = true;
-    active_peers_.push_back(peer);
+    active_peers_.push_back(op->peer);
   }
   return 0;
 }
@@ -106,6 +116,45 @@ ssize_t Endpoint::send(const struct iovec* iov, size_t iovcnt, fi_addr_t dest, u
 bool Endpoint::advance_tx(TxOp* op) {
   PeerState& ps = *peers_[op->peer];
   size_t len = op->hdr.msg_len;
+  auto wait_reply = [&] {
+    ps.queue.remove(op);
+    op->state = TxOp::kWaitResp;
+    op->start_ns = now_ns();
+    op->sent = 0;
+    waiting_.push_back(op);
+    return true;
+  };
+  auto failed = [&](int rc) {
+    ps.queue.remove(op);
+    complete_tx(op, -rc);
+    return true;
+  };
+  if (op->hdr.op == kPktRead || op->hdr.op == kPktAtomic) {  // one request packet
+    size_t plen = op->hdr.op == kPktAtomic ? iov_total(op->iov, op->iovcnt) : 0;
+    PktHdr h = op->hdr;
+    h.seg_len = uint32_t(plen);
+    int rc = dev_->send(op->peer, h, op->iov, op->iovcnt, 0, plen);
+    if (rc == -FI_EAGAIN) return false;
+    return rc < 0 ? failed(rc) : wait_reply();
+  }
+  if (op->hdr.op == kPktWrite) {  // segments, each led by its offset
+    size_t maxp = dev_->max_payload() - 8;
+    do {
+      size_t seg = std::min(maxp, len - op->sent);
+      uint8_t off[8];
+      put_le64(off, op->sent);
+      struct iovec g[kMaxIov + 1];
+      g[0] = iovec{off, 8};
+      size_t n = 1 + iov_slice(op->iov, op->iovcnt, op->sent, seg, g + 1, kMaxIov);
+      PktHdr h = op->hdr;
+      h.seg_len = uint32_t(8 + seg);
+      int rc = dev_->send(op->peer, h, g, n, 0, 8 + seg);
+      if (rc == -FI_EAGAIN) return false;
+      if (rc < 0) return failed(rc);
+      op->sent += seg;
+    } while (op->sent < len);
+    return wait_reply();
+  }
   if (op->hdr.op == kPktRts) {
     RemoteIov riov[kMaxIov];
     for (size_t i = 0; i < op->iovcnt; i++)
@@ -149,8 +198,9 @@ bool Endpoint::advance_tx(TxOp* op) {
 }
 
 // The op's data is all with the device, copied out of the user's buffers:
-// that is inject-complete, the default. FI_TRANSMIT_COMPLETE waits until the
-// device says the peer has it (at once for devices that deliver at send time).
+// that is inject-complete, the default. FI_TRANSMIT_COMPLETE and
+// FI_DELIVERY_COMPLETE wait until the device says the peer's provider has
+// processed every packet (matched or buffered the message).
 void Endpoint::sent_all(TxOp* op) {
   if (!op->wait_ack) {
     complete_tx(op, 0);
@@ -203,7 +253,7 @@ void Endpoint::progress_streams() {
     while (op->sent < op->limit) {
       size_t seg = std::min(maxp, op->limit - op->sent);
       PktHdr h = op->hdr;
-      h.op = kPktData;
+      if (h.op != kPktReadResp) h.op = kPktData;  // read responses keep theirs
       h.offset = op->sent;
       h.seg_len = uint32_t(seg);
       int rc = dev_->send(op->peer, h, op->iov, op->iovcnt, op->sent, seg);
@@ -225,6 +275,11 @@ void Endpoint::progress_streams() {
 }
 
 void Endpoint::complete_tx(TxOp* op, int err) {
+  if (op->silent) {  // a response of ours to a peer's request
+    free_tx(op);
+    return;
+  }
+  count_tx(op, err == 0);
   if (err) {
     PM_WARN(FI_LOG_EP_DATA, "send of %zu bytes to %s failed: %s", size_t(op->hdr.msg_len),
             peer_str(op->peer).c_str(), fi_strerror(err));
@@ -235,6 +290,14 @@ void Endpoint::complete_tx(TxOp* op, int err) {
     write_cq(tx_cq_, c);
   }
   free_tx(op);
+}
+
+// Counters bound for this op's kind: sends, RMA/atomic writes or reads.
+void Endpoint::count_tx(const TxOp* op, bool ok) {
+  Cntr* c = (op->cq_flags & FI_SEND) ? send_cntr_ : (op->cq_flags & FI_READ) ? read_cntr_ : write_cntr_;
+  if (!c) return;
+  if (ok) c->inc();
+  else c->inc_err();
 }
 
 void Endpoint::on_cts(PeerId peer, const PktHdr& h) {

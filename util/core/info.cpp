@@ -61,7 +61,6 @@ std::string mismatch(const fi_info& t, const fi_info& h, uint32_t version) {
     if (x->comp_order & ~t.tx_attr->comp_order) return "transmit completion ordering not supported";
     if (x->inject_size > t.tx_attr->inject_size) return "inject_size larger than supported";
     if (x->iov_limit > t.tx_attr->iov_limit) return "tx iov_limit larger than supported";
-    if (x->op_flags & FI_DELIVERY_COMPLETE) return "FI_DELIVERY_COMPLETE not supported";
     if (x->size > t.tx_attr->size) return "tx size larger than supported";
   }
   if (const fi_rx_attr* x = h.rx_attr) {
@@ -179,6 +178,13 @@ const ParamSpec kCoreParams[] = {
     {"spin_us", T::kInt, "microseconds a blocking read polls before it sleeps on the devices' fds", "50"},
     {"peer_timeout_ms", T::kInt,
      "operations waiting this long on a peer make the provider check that the peer is alive", "1000"},
+    {"progress_thread", T::kBool,
+     "a helper thread runs progress while the application makes no libfabric calls, so that "
+     "retransmissions, acknowledgements and large transfers continue (data progress stays manual: "
+     "an application that calls libfabric never waits for it)",
+     "1"},
+    {"progress_interval_us", T::kInt, "how long the application must be idle before the helper runs progress",
+     "1000"},
     {"stats", T::kBool, "print per-endpoint (and per-peer) statistics at close, at FI_LOG_LEVEL=warn", "0"},
 };
 }  // namespace

@@ -12,6 +12,10 @@ fi_info* make_template(const TemplateDesc& d) {
   uint64_t prim = FI_MSG | (d.tagged ? FI_TAGGED : 0);
   uint64_t tx = prim | FI_SEND;
   uint64_t rx = prim | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | (d.multi_recv ? FI_MULTI_RECV : 0);
+  if (d.one_sided) {
+    tx |= FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE;
+    rx |= FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT;
+  }
   i->caps = tx | rx | d.comm_caps;
   i->mode = 0;
   i->addr_format = FI_FORMAT_UNSPEC;
@@ -21,6 +25,7 @@ fi_info* make_template(const TemplateDesc& d) {
   i->tx_attr->inject_size = d.inject_size;
   i->tx_attr->size = d.tx_size;
   i->tx_attr->iov_limit = kMaxIov;
+  i->tx_attr->rma_iov_limit = d.one_sided ? 1 : 0;
   i->rx_attr->caps = rx;
   i->rx_attr->msg_order = FI_ORDER_SAS;
   i->rx_attr->comp_order = FI_ORDER_NONE;

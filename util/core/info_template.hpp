@@ -17,6 +17,7 @@ struct TemplateDesc {
   uint64_t comm_caps = FI_LOCAL_COMM;  // FI_LOCAL_COMM and/or FI_REMOTE_COMM
   bool tagged = true;
   bool multi_recv = true;
+  bool one_sided = true;   // FI_RMA, FI_ATOMIC, FI_RMA_EVENT (RDM only)
   size_t inject_size = 4096;
   size_t tx_size = 256;
   size_t rx_size = 1024;

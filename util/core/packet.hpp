@@ -27,12 +27,34 @@ enum PktOp : uint8_t {
   kPktRts = 3,    // rendezvous request; payload = sender iovs (single copy)
   kPktCts = 4,    // receiver matched a RTS; msg_len = bytes it accepts
   kPktFin = 5,    // receiver finished a single-copy read; tag = status
+  // One-sided (the target executes them in its progress, after checking the
+  // key, the range and the access rights of a registered region):
+  kPktWrite = 6,       // tag = key, offset = target address, msg_len = total;
+                       // payload = 8-byte LE segment offset + data
+  kPktRead = 7,        // tag = key, offset = target address, msg_len = length
+  kPktReadResp = 8,    // offset = segment offset, tag = status; payload = data
+  kPktAtomic = 9,      // tag = key, offset = address, msg_len = count,
+                       // reserved = op | datatype << 8; payload = operands [+ compares]
+  kPktAtomicResp = 10, // tag = status; payload = the old values (fetch / compare)
+  kPktRmaAck = 11,     // tag = status (0, or a positive FI_E* code)
 };
 
 enum PktFlags : uint8_t {
   kPktTagged = 1u << 0,
   kPktCqData = 1u << 1,
+  kPktFetch = 1u << 2,    // atomic returns the old values
+  kPktCompare = 1u << 3,  // atomic carries compare values
 };
+
+// Little-endian 64-bit value inside a payload.
+inline void put_le64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = uint8_t(v >> (8 * i));
+}
+inline uint64_t get_le64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
 
 struct PktHdr {
   uint8_t op;

@@ -88,9 +88,9 @@ DeviceConfig config() {
 DeviceConfig slow_config() {
   DeviceConfig cfg = config();
   cfg.delayed_ack_us = 0;  // the ACK goes at the end of the poll that took the DATA
-  cfg.rto_init_us = 200000;
-  cfg.rto_min_us = 200000;
-  cfg.rto_max_us = 400000;
+  cfg.rto_init_us = 50000;
+  cfg.rto_min_us = 50000;
+  cfg.rto_max_us = 100000;
   return cfg;
 }
 
@@ -176,7 +176,7 @@ std::vector<uint8_t> payload(uint64_t i, size_t len) {
 int send_pkt(EthDevice& from, PeerId to, uint64_t i, size_t len) {
   std::vector<uint8_t> p = payload(i, len);
   std::vector<uint8_t> buf(len + 3, 0xee);
-  memcpy(buf.data() + 3, p.data(), len);
+  std::copy(p.begin(), p.end(), buf.begin() + 3);
   size_t cut = (len + 3) / 2;
   struct iovec iov[2] = {{buf.data(), cut}, {buf.data() + cut, len + 3 - cut}};
   return from.send(to, make_hdr(i, len), iov, 2, 3, len);
@@ -380,8 +380,14 @@ Test(eth, sender_stops_at_the_window_until_acknowledged) {
 
 namespace {
 
+// A fresh segment and pair of devices on every call.
 void stream_under(const LoopFaults& faults, const char* what) {
   const uint64_t N = 2000;
+  g_b.reset();
+  g_a.reset();
+  g_ra.got.clear();
+  g_rb.got.clear();
+  g_seg = new_segment();
   g_a = open_dev(1);
   g_b = open_dev(2);
   set_faults(faults);
@@ -431,53 +437,49 @@ LoopFaults faults() {
 
 }  // namespace
 
-Test(eth, stream_without_faults) {
+// Each fault alone (and none), 2000 packets each, on a fresh segment.
+Test(eth, stream_under_each_fault_alone) {
   stream_under(faults(), "no faults");
-  cr_assert_eq(peer_stat(*g_a, 2, "retrans"), 0u, "%s\n%s", g_a->stats().c_str(), g_b->stats().c_str());
-  cr_assert_eq(peer_stat(*g_b, 1, "dups"), 0u);
+  // Nothing is lost: a retransmission can only be spurious (the process
+  // descheduled past the 200 µs RTO) and then arrives as a duplicate.
+  cr_assert_eq(peer_stat(*g_b, 1, "dups"), peer_stat(*g_a, 2, "retrans"), "%s\n%s", g_a->stats().c_str(),
+               g_b->stats().c_str());
   cr_assert_eq(peer_stat(*g_b, 1, "out_of_order"), 0u);
-  check_drops(*g_b, Drops{}, "receiver");
-  check_drops(*g_a, Drops{}, "sender");
-}
+  check_drops(*g_b, Drops{}, "no faults: receiver");
+  check_drops(*g_a, Drops{}, "no faults: sender");
 
-Test(eth, stream_with_drops) {
   LoopFaults f = faults();
   f.drop = 0.05;
   stream_under(f, "drop 5%");
   cr_assert_gt(peer_stat(*g_a, 2, "retrans"), 0u);
   cr_assert_gt(peer_stat(*g_b, 1, "out_of_order"), 0u);
-  check_drops(*g_b, Drops{}, "receiver");
-}
+  check_drops(*g_b, Drops{}, "drop: receiver");
 
-Test(eth, stream_with_duplicates) {
-  LoopFaults f = faults();
+  f = faults();
   f.dup = 0.05;
   stream_under(f, "dup 5%");
   cr_assert_gt(peer_stat(*g_b, 1, "dups"), 0u);
-}
+  check_drops(*g_b, Drops{}, "dup: receiver");
 
-Test(eth, stream_with_reordering) {
-  LoopFaults f = faults();
+  f = faults();
   f.reorder = 0.10;
   stream_under(f, "reorder 10%");
   cr_assert_gt(peer_stat(*g_b, 1, "out_of_order"), 0u);
-}
+  check_drops(*g_b, Drops{}, "reorder: receiver");
 
-Test(eth, stream_with_corruption) {
-  LoopFaults f = faults();
+  f = faults();
   f.corrupt = 0.02;
   stream_under(f, "corrupt 2%");
   cr_assert_gt(dev_stat(*g_b, "bad_csum"), 0u, "%s", g_b->stats().c_str());
   cr_assert_gt(peer_stat(*g_a, 2, "retrans"), 0u);
-}
 
-Test(eth, stream_with_delay) {
-  LoopFaults f = faults();
+  f = faults();
   f.delay_us = 200;
   stream_under(f, "delay 200us");
   // Every round trip takes two 200 µs hops (µs timestamps: allow truncation).
   cr_assert_geq(peer_stat(*g_a, 2, "srtt_us"), 399u, "%s", g_a->stats().c_str());
   cr_assert_geq(peer_stat(*g_a, 2, "rto_us"), 399u);
+  check_drops(*g_b, Drops{}, "delay: receiver");
 }
 
 Test(eth, stream_with_all_faults) {
@@ -528,6 +530,199 @@ Test(eth, two_way_stream_with_all_faults) {
     check_pkt(g_rb.got[i], to_a, i, len(i));
     check_pkt(g_ra.got[i], to_b, 100000 + i, len(i));
   }
+}
+
+namespace {
+class Counter final : public pm::PacketSink {
+ public:
+  void on_packet(const pm::RxPacket&) noexcept override { n++; }
+  uint64_t n = 0;
+};
+}  // namespace
+
+// BUG 3 (eth_device.cpp handle_frame/poll, delayed ACK): in two-way traffic
+// every send() clears ack_deadline ("the ACK rode along") while the peer stays
+// in ack_due_, so the next DATA pushes it again: ack_due_ grows by one entry
+// per poll without bound and every poll walks all of it (quadratic).
+Test(eth, two_way_traffic_keeps_the_poll_cost_flat, .disabled = true) {
+  g_a = open_dev(1);  // default delayed ACK
+  g_b = open_dev(2);
+  PeerId to_b = resolve(*g_a, *g_b), to_a = resolve(*g_b, *g_a);
+  send_blocking(*g_a, to_b, 0, 16);
+  send_blocking(*g_b, to_a, 1, 16);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1 && g_b->tx_state(to_a, 1) == 1; }));
+  Counter ca, cb;
+  uint64_t sa = 0, sb = 0;
+  const int kChunk = 500, kChunks = 60;
+  std::vector<uint64_t> cost;
+  for (int c = 0; c < kChunks; c++) {
+    uint64_t t0 = pm::now_ns();
+    for (int r = 0; r < kChunk; r++) {
+      if (send_pkt(*g_a, to_b, 2, 16) == 0) sa++;
+      if (send_pkt(*g_b, to_a, 3, 16) == 0) sb++;
+      g_a->poll(ca, 64);
+      g_b->poll(cb, 64);
+    }
+    cost.push_back(pm::now_ns() - t0);
+  }
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 2 + sa - 1) == 1 && g_b->tx_state(to_a, 2 + sb - 1) == 1; }, 2));
+  g_a->poll(ca, 64);
+  g_b->poll(cb, 64);
+  cr_assert_eq(cb.n, sa);
+  cr_assert_eq(ca.n, sb);
+  uint64_t first = *std::min_element(cost.begin(), cost.begin() + 5);
+  uint64_t last = *std::min_element(cost.end() - 5, cost.end());
+  cr_assert_lt(last, 4 * first + 2000000, "%d chunks of %d rounds: %" PRIu64 " us per chunk at the start, %" PRIu64 " us at the end",
+               kChunks, kChunk, first / 1000, last / 1000);
+}
+
+// Three endpoints all sending to each other under all faults: order is per
+// peer, nothing is mixed up between the conversations.
+Test(eth, three_endpoints_cross_traffic_with_all_faults) {
+  const uint64_t N = 400;
+  g_a = open_dev(1);
+  g_b = open_dev(2);
+  g_c = open_dev(3);
+  LoopFaults f = faults();
+  f.drop = 0.05;
+  f.dup = 0.05;
+  f.reorder = 0.10;
+  f.corrupt = 0.02;
+  f.seed = 3;
+  set_faults(f);
+  EthDevice* dev[3] = {g_a.get(), g_b.get(), g_c.get()};
+  Recorder* rec[3] = {&g_ra, &g_rb, &g_rc};
+  PeerId to[3][3];
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) to[i][j] = i == j ? kNoPeer : resolve(*dev[i], *dev[j]);
+  uint64_t sent[3][3] = {};
+  // Packet ids: 10000 * (from + 1) + 1000 * to + k.
+  auto id = [](int i, int j, uint64_t k) { return uint64_t(10000 * (i + 1) + 1000 * j) + k; };
+  auto len = [](uint64_t i) { return size_t((i * 37) % (kMaxPayload + 1)); };
+  bool ok = pump(
+      [&] {
+        for (int i = 0; i < 3; i++)
+          for (int j = 0; j < 3; j++)
+            if (i != j && (sent[i][j] < N || dev[i]->tx_state(to[i][j], N) != 1)) return false;
+        return true;
+      },
+      8,
+      [&] {
+        for (int i = 0; i < 3; i++)
+          for (int j = 0; j < 3; j++)
+            while (i != j && sent[i][j] < N && send_pkt(*dev[i], to[i][j], id(i, j, sent[i][j]), len(sent[i][j])) == 0)
+              sent[i][j]++;
+      });
+  cr_assert(ok, "%s\n%s\n%s", g_a->stats().c_str(), g_b->stats().c_str(), g_c->stats().c_str());
+  pump_for(0.02);
+  for (int j = 0; j < 3; j++) {
+    cr_assert_eq(rec[j]->got.size(), 2 * N);
+    uint64_t next[3] = {};
+    for (const Got& g : rec[j]->got) {
+      int i = -1;
+      for (int k = 0; k < 3; k++)
+        if (k != j && g.peer == resolve(*dev[j], *dev[k])) i = k;
+      cr_assert_neq(i, -1);
+      check_pkt(g, g.peer, id(i, j, next[i]), len(next[i]));
+      next[i]++;
+    }
+  }
+}
+
+// Endpoints with different windows: the sender keeps to the smaller one.
+Test(eth, sender_keeps_to_the_receivers_smaller_window) {
+  DeviceConfig big = config(), small = config();
+  big.window = 64;
+  small.window = 8;
+  g_a = open_dev(1, big);
+  g_b = open_dev(2, small);
+  LoopFaults f = faults();
+  f.drop = 0.05;
+  f.reorder = 0.10;
+  f.dup = 0.05;
+  set_faults(f);
+  PeerId to_b = resolve(*g_a, *g_b);
+  const uint64_t N = 1000;
+  uint64_t next = 0;
+  bool ok = pump([&] { return next == N && g_a->tx_state(to_b, N) == 1; }, 8, [&] {
+    while (next < N && send_pkt(*g_a, to_b, next, 100) == 0) {
+      next++;
+      if (next > 8) cr_assert_eq(g_a->tx_state(to_b, next - 8), 1, "more than 8 in flight at %" PRIu64, next);
+    }
+  });
+  cr_assert(ok, "%s\n%s", g_a->stats().c_str(), g_b->stats().c_str());
+  pump_for(0.02);
+  cr_assert_eq(g_rb.got.size(), N);
+  PeerId from_a = resolve(*g_b, *g_a);
+  for (uint64_t i = 0; i < N; i++) check_pkt(g_rb.got[i], from_a, i, 100);
+}
+
+namespace {
+// Answers every packet from inside on_packet (as the core does with CTS and
+// FIN): a reentrant send() in the middle of the device's receive path.
+class Echo final : public pm::PacketSink {
+ public:
+  void on_packet(const pm::RxPacket& p) noexcept override {
+    got.push_back({p.peer, *p.hdr, {}});
+    pending.push_back(p.hdr->msg_id - 0x1000);
+    peer = p.peer;
+    flush();
+  }
+  void flush() {
+    while (!pending.empty() && dev && send_pkt(*dev, peer, 50000 + pending.front(), 33) == 0) pending.erase(pending.begin());
+  }
+  EthDevice* dev = nullptr;
+  PeerId peer = kNoPeer;
+  std::vector<uint64_t> pending;
+  std::vector<Got> got;
+};
+}  // namespace
+
+Test(eth, replies_sent_from_inside_the_receive_callback) {
+  g_a = open_dev(1);
+  std::unique_ptr<EthDevice> b = open_dev(2);
+  LoopFaults f = faults();
+  f.drop = 0.05;
+  f.dup = 0.05;
+  f.reorder = 0.10;
+  f.corrupt = 0.02;
+  f.seed = 11;
+  set_faults(f);
+  Echo echo;
+  echo.dev = b.get();
+  PeerId to_b = resolve(*g_a, *b);
+  const uint64_t N = 1000;
+  uint64_t next = 0;
+  bool ok = pump(
+      [&] { return next == N && g_ra.got.size() >= N; }, 8,
+      [&] {
+        while (next < N && send_pkt(*g_a, to_b, next, 200) == 0) next++;
+        b->poll(echo, 64);
+        echo.flush();
+      });
+  cr_assert(ok, "%" PRIu64 " sent, %zu echoed, %zu back\n%s\n%s", next, echo.got.size(), g_ra.got.size(),
+            g_a->stats().c_str(), b->stats().c_str());
+  for (int k = 0; k < 20; k++) {
+    g_a->poll(g_ra, 64);
+    b->poll(echo, 64);
+  }
+  cr_assert_eq(echo.got.size(), N);
+  cr_assert_eq(g_ra.got.size(), N);
+  for (uint64_t i = 0; i < N; i++) {
+    cr_assert_eq(echo.got[i].hdr.msg_id, 0x1000 + i);
+    check_pkt(g_ra.got[i], to_b, 50000 + i, 33);
+  }
+}
+
+// An endpoint may send to itself.
+Test(eth, an_endpoint_sends_to_itself) {
+  g_a = open_dev(1);
+  PeerId self = resolve(*g_a, *g_a);
+  for (uint64_t i = 0; i < 100; i++) send_blocking(*g_a, self, i, 300);
+  cr_assert(pump([&] { return g_ra.got.size() >= 100 && g_a->tx_state(self, 100) == 1; }, 2), "%zu\n%s",
+            g_ra.got.size(), g_a->stats().c_str());
+  cr_assert_eq(g_ra.got.size(), 100u);
+  for (uint64_t i = 0; i < 100; i++) check_pkt(g_ra.got[i], self, i, 300);
 }
 
 // --- 3. tickets -------------------------------------------------------------
@@ -581,26 +776,24 @@ Test(eth, tickets_complete_when_the_peer_acknowledges) {
   pump_for(0.01);
   cr_assert_eq(g_rb.got.size(), 12u);
   PeerId from_a = resolve(*g_b, *g_a);
-  for (uint64_t i = 0; i < 12; i++) check_pkt(g_rb.got[i], from_a, i, 64);
+  for (uint64_t i = 0; i <= 10; i++) check_pkt(g_rb.got[i], from_a, i, 64);
+  check_pkt(g_rb.got[11], from_a, 12, 64);
   cr_assert(g_a->peer_alive(to_b));
-}
 
-// Tickets are per peer.
-Test(eth, tickets_are_per_peer) {
-  g_a = open_dev(1, slow_config());
-  g_b = open_dev(2, slow_config());
+  // Tickets are per peer: a third endpoint starts at 1.
   g_c = open_dev(3, slow_config());
-  PeerId to_b = resolve(*g_a, *g_b), to_c = resolve(*g_a, *g_c);
+  PeerId to_c = resolve(*g_a, *g_c);
   cr_assert_neq(to_b, to_c);
-  send_blocking(*g_a, to_b, 0, 8);
-  send_blocking(*g_a, to_b, 1, 8);
-  send_blocking(*g_a, to_c, 2, 8);
-  cr_assert_eq(g_a->tx_ticket(to_b), 2u);
+  cr_assert_eq(g_a->tx_ticket(to_c), 0u);
+  send_blocking(*g_a, to_c, 20, 8);
   cr_assert_eq(g_a->tx_ticket(to_c), 1u);
-  cr_assert(pump([&] { return g_a->tx_state(to_b, 2) == 1 && g_a->tx_state(to_c, 1) == 1; }));
-  cr_assert_eq(g_rb.got.size(), 2u);
+  cr_assert_eq(g_a->tx_ticket(to_b), 12u);
+  cr_assert_eq(g_a->tx_state(to_c, 1), 0);
+  cr_assert_eq(g_a->tx_state(to_b, 12), 1);
+  cr_assert(pump([&] { return g_a->tx_state(to_c, 1) == 1; }));
   cr_assert_eq(g_rc.got.size(), 1u);
-  check_pkt(g_rc.got[0], resolve(*g_c, *g_a), 2, 8);
+  check_pkt(g_rc.got[0], resolve(*g_c, *g_a), 20, 8);
+  cr_assert_eq(g_rb.got.size(), 12u);
 }
 
 // --- 4. unreachable peers ---------------------------------------------------
@@ -652,7 +845,7 @@ Test(eth, destroyed_peer_becomes_unreachable_after_the_retries) {
   cr_assert_not(g_a->peer_alive(to_b));
   cr_assert_eq(send_pkt(*g_a, to_b, 9, 10), -FI_EHOSTUNREACH);
   cr_assert_eq(send_pkt(*g_a, to_b, 9, 10), -FI_EHOSTUNREACH);
-  pump_for(0.05);  // no timer runs on for it
+  pump_for(0.03);  // no timer runs on for it
   cr_assert_eq(peer_stat(*g_a, 2, "retrans") - retrans0, 6u);
 
   check_sender_still_works_with_c();
@@ -700,6 +893,41 @@ Test(eth, handshake_without_answer_becomes_unreachable) {
   cr_assert_not(g_a->peer_alive(to_x));
   cr_assert_eq(g_a->tx_state(to_x, g_a->tx_ticket(to_x)), -FI_EHOSTUNREACH);
   check_sender_still_works_with_c();
+}
+
+// An idle peer is probed (peer_alive after rto_max of silence); probes are
+// answered while it lives; a dead one is declared unreachable on the 6th
+// unanswered probe.
+Test(eth, idle_peer_is_probed_and_a_dead_one_is_found) {
+  DeviceConfig cfg = config();
+  cfg.rto_max_us = 5000;  // the silence that makes peer_alive probe
+  g_a = open_dev(1, cfg);
+  g_b = open_dev(2, cfg);
+  PeerId to_b = resolve(*g_a, *g_b);
+  send_blocking(*g_a, to_b, 0, 10);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
+  uint64_t tx0 = peer_stat(*g_a, 2, "tx_frames"), rx0 = peer_stat(*g_a, 2, "rx_frames");
+  for (int k = 0; k < 3; k++) {
+    pump_for(0.007);  // quiet for longer than rto_max (5 ms)
+    cr_assert(g_a->peer_alive(to_b));
+    uint64_t want = rx0 + k + 1;
+    cr_assert(pump([&] { return peer_stat(*g_a, 2, "rx_frames") == want; }, 1), "probe %d unanswered", k);
+  }
+  cr_assert_eq(peer_stat(*g_a, 2, "tx_frames"), tx0 + 3);  // three probes
+  cr_assert(g_a->peer_alive(to_b));  // just heard from: no probe
+  cr_assert_eq(peer_stat(*g_a, 2, "tx_frames"), tx0 + 3);
+
+  g_b.reset();
+  int alive = 0;
+  for (int k = 0; k < 10; k++) {
+    pump_for(0.007);
+    if (!g_a->peer_alive(to_b)) break;
+    alive++;
+  }
+  cr_assert_eq(alive, 5, "peer_alive was true %d times after the peer died", alive);
+  cr_assert_eq(peer_stat(*g_a, 2, "tx_frames"), tx0 + 3 + 5);
+  cr_assert_not(g_a->peer_alive(to_b));
+  cr_assert_eq(send_pkt(*g_a, to_b, 1, 10), -FI_EHOSTUNREACH);
 }
 
 // --- 5. restart -------------------------------------------------------------
@@ -802,6 +1030,38 @@ Test(eth, restart_while_idle_is_found_by_the_next_send) {
   send_blocking(*g_a, to_b, 2, 10);
   cr_assert(pump([&] { return g_rb.got.size() == 1; }, 2));
   check_pkt(g_rb.got[0], resolve(*g_b, *g_a), 2, 10);
+}
+
+// The sender restarts: A' (same ep id, new epoch) talks to B, which still
+// holds A's conversation; B resets it and takes A''s packets from seq 1 on.
+Test(eth, restarted_sender_is_taken_fresh) {
+  g_a = open_dev(1);
+  g_b = open_dev(2);
+  PeerId to_b = resolve(*g_a, *g_b);
+  for (uint64_t i = 0; i < 20; i++) send_blocking(*g_a, to_b, i, 50);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 20) == 1; }));
+  cr_assert_eq(g_rb.got.size(), 20u);
+  // B had sent to A as well: that ticket must not hang either.
+  PeerId to_a = resolve(*g_b, *g_a);
+  send_blocking(*g_b, to_a, 900, 10);
+  cr_assert(pump([&] { return g_b->tx_state(to_a, 1) == 1; }));
+
+  g_a.reset();
+  g_a = open_dev(1);
+  g_ra.got.clear();
+  g_rb.got.clear();
+  to_b = resolve(*g_a, *g_b);
+  for (uint64_t i = 0; i < 20; i++) send_blocking(*g_a, to_b, 100 + i, 50);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 20) == 1; }, 2));
+  pump_for(0.01);
+  cr_assert_eq(g_rb.got.size(), 20u, "%s", g_b->stats().c_str());
+  for (uint64_t i = 0; i < 20; i++) check_pkt(g_rb.got[i], to_a, 100 + i, 50);
+  // B saw the restart once, and talks to A' from a fresh start.
+  cr_assert_not(g_b->peer_alive(to_a));
+  cr_assert(g_b->peer_alive(to_a));
+  send_blocking(*g_b, to_a, 901, 10);
+  cr_assert(pump([&] { return g_ra.got.size() == 1; }, 2));
+  check_pkt(g_ra.got[0], to_b, 901, 10);
 }
 
 // --- 6. malformed frames ----------------------------------------------------
@@ -924,7 +1184,9 @@ void check_from_dev(const RawRx& r, uint8_t type, uint32_t dst_epoch, uint16_t l
 }  // namespace
 
 Test(eth, malformed_frames_are_dropped_and_counted) {
-  g_a = open_dev(10);
+  DeviceConfig cfg = config();
+  cfg.delayed_ack_us = 0;  // ACKs leave at the end of the poll that took the DATA
+  g_a = open_dev(10, cfg);
   g_raw = open_wire(kRawEp, g_seg);
   EthDevice& d = *g_a;
   Drops w{};
@@ -1245,6 +1507,21 @@ Test(eth, dgram_needs_no_handshake) {
   cr_assert_eq(send_pkt(*g_b, from_a, 3, 1), 0);
   cr_assert_eq(g_a->poll(g_ra, 64), 1);
   check_pkt(g_ra.got[0], to_b, 3, 1);
+
+  // A reliable endpoint ignores datagrams, a datagram endpoint the HELLO of
+  // a reliable one (which gets no HELLO_ACK).
+  g_c = open_dev(3, config());
+  PeerId to_c = resolve(*g_a, *g_c);
+  cr_assert_eq(send_pkt(*g_a, to_c, 4, 10), 0);
+  cr_assert_eq(g_c->poll(g_rc, 64), 1);
+  cr_assert_eq(g_rc.got.size(), 0u);
+  PeerId c_to_a = resolve(*g_c, *g_a);
+  cr_assert_eq(send_pkt(*g_c, c_to_a, 5, 10), -FI_EAGAIN);  // HELLO
+  cr_assert_eq(g_a->poll(g_ra, 64), 1);
+  cr_assert_eq(g_ra.got.size(), 1u);
+  cr_assert_eq(g_c->poll(g_rc, 64), 0);
+  check_drops(*g_a, Drops{}, "dgram endpoint");
+  check_drops(*g_c, Drops{}, "reliable endpoint");
 }
 
 Test(eth, dgram_losses_are_not_retransmitted) {
@@ -1259,7 +1536,7 @@ Test(eth, dgram_losses_are_not_retransmitted) {
     cr_assert_eq(send_pkt(*g_a, to_b, i, 64 + i), 0);
     if (i % 16 == 0) g_b->poll(g_rb, 64);
   }
-  pump_for(0.05);
+  pump_for(0.03);
   size_t got = g_rb.got.size();
   cr_log_info("dgram: %zu of %" PRIu64 " arrived", got, N);
   cr_assert_gt(got, N / 4);
@@ -1276,18 +1553,20 @@ Test(eth, dgram_losses_are_not_retransmitted) {
   cr_assert_eq(peer_stat(*g_a, 2, "retrans"), 0u);
   cr_assert_eq(peer_stat(*g_b, 1, "rx_frames"), got);
   cr_assert_eq(g_a->poll(g_ra, 64), 0);  // nothing ever comes back
-  pump_for(0.05);
+  pump_for(0.03);
   cr_assert_eq(g_rb.got.size(), got);
-}
 
-// The device's own receive-side fault injection counts exactly what it drops.
-Test(eth, dgram_injected_drops_are_counted) {
+  // The device's own receive-side fault injection counts exactly what it
+  // drops (fresh segment, no segment faults).
+  g_b.reset();
+  g_a.reset();
+  g_rb.got.clear();
+  g_seg = new_segment();
   DeviceConfig lossy = dgram_config();
   lossy.drop_rate = 0.5;
   g_a = open_dev(1, dgram_config());
   g_b = open_dev(2, lossy);
-  PeerId to_b = resolve(*g_a, *g_b);
-  const uint64_t N = 400;
+  to_b = resolve(*g_a, *g_b);
   for (uint64_t i = 0; i < N; i++) {
     cr_assert_eq(send_pkt(*g_a, to_b, i, 10), 0);
     if (i % 16 == 0) g_b->poll(g_rb, 64);
@@ -1297,21 +1576,6 @@ Test(eth, dgram_injected_drops_are_counted) {
   cr_assert_gt(injected, 0u);
   cr_assert_lt(injected, N);
   cr_assert_eq(g_rb.got.size() + injected, N);
-}
-
-// A reliable endpoint ignores datagrams, a datagram endpoint sequenced frames.
-Test(eth, dgram_and_reliable_endpoints_do_not_mix) {
-  g_a = open_dev(1, dgram_config());
-  g_b = open_dev(2, config());
-  PeerId to_b = resolve(*g_a, *g_b);
-  cr_assert_eq(send_pkt(*g_a, to_b, 0, 10), 0);
-  cr_assert_eq(g_b->poll(g_rb, 64), 1);
-  cr_assert_eq(g_rb.got.size(), 0u);
-  PeerId to_a = resolve(*g_b, *g_a);
-  cr_assert_eq(send_pkt(*g_b, to_a, 1, 10), -FI_EAGAIN);  // HELLO
-  cr_assert_eq(g_a->poll(g_ra, 64), 1);
-  cr_assert_eq(g_ra.got.size(), 0u);
-  cr_assert_eq(g_b->poll(g_rb, 64), 0);  // no HELLO_ACK
 }
 
 // --- 8. job keys ------------------------------------------------------------
@@ -1345,18 +1609,20 @@ Test(eth, different_jobs_do_not_talk) {
   send_blocking(*g_a, to_c, 5, 10);
   cr_assert(pump([&] { return g_rc.got.size() == 1; }, 2));
   check_pkt(g_rc.got[0], resolve(*g_c, *g_a), 5, 10);
-}
 
-Test(eth, different_jobs_do_not_exchange_datagrams) {
-  DeviceConfig j1 = dgram_config(), j2 = dgram_config();
-  j1.job = 1;
-  j2.job = 2;
-  g_a = open_dev(1, j1);
-  g_b = open_dev(2, j2);
-  PeerId to_b = resolve(*g_a, *g_b);
+  // Datagrams of another job are dropped the same way (fresh segment).
+  g_c.reset();
+  g_b.reset();
+  g_a.reset();
+  g_seg = new_segment();
+  DeviceConfig d1 = j1, d2 = j2;
+  d1.reliable = d2.reliable = false;
+  g_a = open_dev(1, d1);
+  g_b = open_dev(2, d2);
+  to_b = resolve(*g_a, *g_b);
   for (uint64_t i = 0; i < 5; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, 10), 0);
   cr_assert_eq(g_b->poll(g_rb, 64), 5);
   cr_assert_eq(g_rb.got.size(), 0u);
-  check_drops(*g_b, Drops{0, 0, 5, 0, 0, 0, 0}, "B");
+  check_drops(*g_b, Drops{0, 0, 5, 0, 0, 0, 0}, "dgram B");
   cr_assert_not(has_peer_line(*g_b, 1));
 }

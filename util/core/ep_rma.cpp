@@ -1,0 +1,285 @@
+// One-sided operations: RMA writes and reads and atomics. The initiator
+// sends requests through the device like messages (per-peer FIFO); the
+// target executes them in its own progress after checking the key, the range
+// and the access rights, answers with an ACK, the data, or the old values,
+// and refuses anything else with an error the initiator completes with.
+#include <algorithm>
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+#include "base/clock.hpp"
+#include "base/iov.hpp"
+#include "base/log.hpp"
+#include "core/atomic_ops.hpp"
+#include "core/cntr.hpp"
+#include "core/domain.hpp"
+#include "core/endpoint.hpp"
+
+namespace pm {
+
+namespace {
+constexpr unsigned kIdBits = 20;
+
+uint16_t pack_atomic(fi_op op, fi_datatype dt) { return uint16_t(unsigned(op) | (unsigned(dt) << 8)); }
+}  // namespace
+
+ssize_t Endpoint::rma(bool write, const struct iovec* iov, size_t iovcnt, fi_addr_t dest,
+                      const RmaTarget& t, uint64_t data, void* context, uint64_t flags) {
+  if (!enabled_) return -FI_EOPBADSTATE;
+  if (iovcnt > kMaxIov || !(info_->caps & FI_RMA)) return -FI_EINVAL;
+  PeerId peer = peer_of(dest);
+  if (peer == kNoPeer) return -FI_EINVAL;
+  size_t len = iov_total(iov, iovcnt);
+  if (len != t.len) return -FI_EINVAL;
+  bool inject = flags & FI_INJECT;
+  if (inject && (!write || len > inject_size_)) return -FI_EINVAL;
+  TxOp* op = alloc_tx();
+  if (!op) return -FI_EAGAIN;
+  op->context = context;
+  op->peer = peer;
+  op->cq_flags = FI_RMA | (write ? FI_WRITE : FI_READ);
+  op->completion = !inject && (!selective_tx_ || (flags & FI_COMPLETION));
+  op->hdr = PktHdr{};
+  op->hdr.op = write ? kPktWrite : kPktRead;
+  if (write && (flags & FI_REMOTE_CQ_DATA)) {
+    op->hdr.flags = kPktCqData;
+    op->hdr.cq_data = data;
+  }
+  op->hdr.tag = t.key;
+  op->hdr.offset = t.addr;
+  op->hdr.msg_len = len;
+  op->hdr.msg_id = (uint64_t(op->gen) << kIdBits) | op->index;
+  std::copy(iov, iov + iovcnt, op->iov);
+  op->iovcnt = iovcnt;
+  return queue_op(op, inject);
+}
+
+int Endpoint::atomic_valid(fi_datatype dt, fi_op op, int kind, size_t* count) const {
+  if (!pm::atomic_valid(dt, op, AtomicKind(kind))) return -FI_EOPNOTSUPP;
+  size_t per = atomic_size(dt) * (kind == int(AtomicKind::kCompare) ? 2 : 1);
+  if (count) *count = dev_->max_payload() / per;
+  return 0;
+}
+
+ssize_t Endpoint::atomic(const struct iovec* iov, size_t iovcnt, const struct iovec* cmp, size_t cmpcnt,
+                         const struct iovec* res, size_t rescnt, fi_addr_t dest, const RmaTarget& t,
+                         fi_datatype dt, fi_op op, void* context, uint64_t flags, int kind) {
+  if (!enabled_) return -FI_EOPBADSTATE;
+  if (!(info_->caps & FI_ATOMIC) || iovcnt > kMaxIov || rescnt > kMaxIov) return -FI_EINVAL;
+  size_t max = 0;
+  if (int rc = atomic_valid(dt, op, kind, &max)) return rc;
+  PeerId peer = peer_of(dest);
+  if (peer == kNoPeer) return -FI_EINVAL;
+  size_t sz = atomic_size(dt);
+  size_t count = t.len;  // elements
+  bool reads = op == FI_ATOMIC_READ;
+  size_t opbytes = reads ? 0 : count * sz;
+  if (count == 0 || count > max || (!reads && iov_total(iov, iovcnt) != opbytes)) return -FI_EINVAL;
+  bool compare = kind == int(AtomicKind::kCompare);
+  if (compare && iov_total(cmp, cmpcnt) != count * sz) return -FI_EINVAL;
+  bool fetch = kind != int(AtomicKind::kWrite);
+  if (fetch && iov_total(res, rescnt) != count * sz) return -FI_EINVAL;
+  bool inject = flags & FI_INJECT;
+  TxOp* o = alloc_tx();
+  if (!o) return -FI_EAGAIN;
+  // Operands (and compares) travel in one packet, copied now.
+  size_t plen = opbytes + (compare ? count * sz : 0);
+  if (!o->inject || plen > std::max<size_t>(inject_size_, 1)) {
+    o->inject.reset(new uint8_t[std::max({plen, inject_size_, size_t(1)})]);
+  }
+  if (!reads) iov_copy_from(iov, iovcnt, 0, o->inject.get(), opbytes);
+  if (compare) iov_copy_from(cmp, cmpcnt, 0, o->inject.get() + opbytes, count * sz);
+  o->iov[0] = iovec{o->inject.get(), plen};
+  o->iovcnt = 1;
+  std::copy(res, res + rescnt, o->res);
+  o->rescnt = rescnt;
+  o->context = context;
+  o->peer = peer;
+  o->cq_flags = FI_ATOMIC | (fetch ? FI_READ : FI_WRITE);
+  o->completion = !inject && (!selective_tx_ || (flags & FI_COMPLETION));
+  o->hdr = PktHdr{};
+  o->hdr.op = kPktAtomic;
+  o->hdr.flags = uint8_t((fetch ? kPktFetch : 0) | (compare ? kPktCompare : 0));
+  o->hdr.reserved = pack_atomic(op, dt);
+  o->hdr.tag = t.key;
+  o->hdr.offset = t.addr;
+  o->hdr.msg_len = count;
+  o->hdr.msg_id = (uint64_t(o->gen) << kIdBits) | o->index;
+  return queue_op(o, false);
+}
+
+// ---- target side ----------------------------------------------------------
+
+void Endpoint::refuse(PeerId peer, const char* what, uint64_t key, int err) {
+  if (refused_++ < 16)  // logged, not flooded: the count is in the statistics
+    PM_WARN(FI_LOG_EP_DATA, "refused %s from %s (key 0x%llx): %s; memory untouched", what,
+            peer_str(peer).c_str(), (unsigned long long)key, fi_strerror(err));
+}
+
+void Endpoint::remote_event(Mr* mr, bool write, const PktHdr* h) {
+  Cntr* ep_cntr = write ? rwrite_cntr_ : rread_cntr_;
+  Cntr* mr_cntr = mr ? (write ? mr->rwrite_cntr : mr->rread_cntr) : nullptr;
+  if (ep_cntr) ep_cntr->inc();
+  if (mr_cntr && mr_cntr != ep_cntr) mr_cntr->inc();
+  if (write && h && (h->flags & kPktCqData)) {
+    Completion c{nullptr, FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA, 0, nullptr, h->cq_data, 0,
+                 FI_ADDR_NOTAVAIL, 0, 0};
+    write_cq(rx_cq_, c);
+  }
+}
+
+void Endpoint::on_write(PeerId peer, const PktHdr& h, const void* payload, size_t plen) {
+  if (plen < 8) return;
+  const uint8_t* p = static_cast<const uint8_t*>(payload);
+  uint64_t seg_off = get_le64(p);
+  size_t seg = plen - 8;
+  char* va = nullptr;
+  Mr* mr = nullptr;
+  int st = dom_.mr_check(h.tag, h.offset, h.msg_len, FI_REMOTE_WRITE, &va, &mr);
+  if (st == 0 && (seg_off > h.msg_len || seg > h.msg_len - seg_off)) st = FI_EINVAL;
+  if (st == 0) memcpy(va + seg_off, p + 8, seg);
+  bool last;
+  if (seg == h.msg_len) {
+    last = true;
+  } else {
+    AsmKey k{peer, h.msg_id};
+    RmaIn& in = rma_in_[k];
+    in.received += seg;
+    if (st && !in.status) in.status = st;
+    if (!st) in.mr = mr;
+    last = in.received >= h.msg_len;
+    if (last) {
+      st = in.status;
+      rma_in_.erase(k);
+    } else if (st == in.status && in.received == seg && st) {
+      refuse(peer, "RMA write", h.tag, st);
+    }
+  }
+  if (!last) return;
+  if (st) refuse(peer, "RMA write", h.tag, st);
+  else remote_event(mr, true, &h);
+  send_ctrl(peer, kPktRmaAck, h.msg_id, uint64_t(st));
+}
+
+void Endpoint::on_read(PeerId peer, const PktHdr& h) {
+  char* va = nullptr;
+  Mr* mr = nullptr;
+  int st = dom_.mr_check(h.tag, h.offset, h.msg_len, FI_REMOTE_READ, &va, &mr);
+  if (st) {
+    refuse(peer, "RMA read", h.tag, st);
+    send_ctrl(peer, kPktReadResp, h.msg_id, uint64_t(st));
+    return;
+  }
+  remote_event(mr, false, nullptr);
+  start_read_resp(peer, h);
+}
+
+// Streams the data of a checked read back; without a free tx op it waits.
+void Endpoint::start_read_resp(PeerId peer, const PktHdr& h) {
+  char* va = nullptr;
+  Mr* mr = nullptr;
+  if (dom_.mr_check(h.tag, h.offset, h.msg_len, FI_REMOTE_READ, &va, &mr)) {
+    send_ctrl(peer, kPktReadResp, h.msg_id, uint64_t(FI_EKEYREJECTED));  // closed meanwhile
+    return;
+  }
+  TxOp* op = alloc_tx();
+  if (!op) {
+    pending_reads_.emplace_back(peer, h);
+    return;
+  }
+  op->silent = true;
+  op->completion = false;
+  op->peer = peer;
+  op->cq_flags = 0;
+  op->hdr = PktHdr{};
+  op->hdr.op = kPktReadResp;
+  op->hdr.msg_id = h.msg_id;
+  op->hdr.msg_len = h.msg_len;
+  op->iov[0] = iovec{va, size_t(h.msg_len)};
+  op->iovcnt = 1;
+  op->limit = h.msg_len;
+  op->state = TxOp::kStreaming;
+  op->start_ns = now_ns();
+  if (h.msg_len == 0) {
+    send_ctrl(peer, kPktReadResp, h.msg_id, 0);
+    free_tx(op);
+    return;
+  }
+  streams_.push_back(op);
+}
+
+void Endpoint::on_atomic(PeerId peer, const PktHdr& h, const void* payload, size_t plen) {
+  fi_op op = fi_op(h.reserved & 0xff);
+  fi_datatype dt = fi_datatype(h.reserved >> 8);
+  bool fetch = h.flags & kPktFetch;
+  bool compare = h.flags & kPktCompare;
+  AtomicKind kind = compare ? AtomicKind::kCompare : fetch ? AtomicKind::kFetch : AtomicKind::kWrite;
+  size_t sz = atomic_size(dt);
+  size_t count = h.msg_len;
+  int st = 0;
+  if (!pm::atomic_valid(dt, op, kind) || count == 0 || count > dev_->max_payload()) st = FI_EOPNOTSUPP;
+  size_t want = op == FI_ATOMIC_READ ? 0 : count * sz * (compare ? 2 : 1);
+  if (!st && plen != want) st = FI_EINVAL;
+  uint64_t access = op == FI_ATOMIC_READ ? FI_REMOTE_READ
+                    : fetch              ? (FI_REMOTE_READ | FI_REMOTE_WRITE)
+                                         : FI_REMOTE_WRITE;
+  char* va = nullptr;
+  Mr* mr = nullptr;
+  if (!st) st = dom_.mr_check(h.tag, h.offset, count * sz, access, &va, &mr);
+  TxOp* resp = nullptr;
+  if (fetch && !st) {
+    resp = alloc_tx();
+    if (!resp) st = FI_EAGAIN;  // the initiator sees the target out of resources
+  }
+  if (st) {
+    refuse(peer, "atomic", h.tag, st);
+    send_ctrl(peer, fetch ? kPktAtomicResp : kPktRmaAck, h.msg_id, uint64_t(st));
+    return;
+  }
+  const uint8_t* operand = op == FI_ATOMIC_READ ? nullptr : static_cast<const uint8_t*>(payload);
+  const uint8_t* cmp = compare ? static_cast<const uint8_t*>(payload) + count * sz : nullptr;
+  uint8_t* old = nullptr;
+  if (resp) {
+    if (!resp->inject || count * sz > std::max<size_t>(inject_size_, 1))
+      resp->inject.reset(new uint8_t[std::max({count * sz, inject_size_, size_t(1)})]);
+    old = resp->inject.get();
+  }
+  atomic_apply(dt, op, va, operand, cmp, old, count);
+  if (access & FI_REMOTE_WRITE) remote_event(mr, true, nullptr);
+  if (access & FI_REMOTE_READ) remote_event(mr, false, nullptr);
+  if (!resp) {
+    send_ctrl(peer, kPktRmaAck, h.msg_id, 0);
+    return;
+  }
+  resp->silent = true;
+  resp->completion = false;
+  resp->peer = peer;
+  resp->hdr = PktHdr{};
+  resp->hdr.op = kPktAtomicResp;
+  resp->hdr.msg_id = h.msg_id;
+  resp->hdr.msg_len = count * sz;
+  resp->iov[0] = iovec{old, count * sz};
+  resp->iovcnt = 1;
+  queue_op(resp, false);
+}
+
+// ---- initiator side: replies ----------------------------------------------
+
+void Endpoint::on_rma_reply(PeerId peer, const PktHdr& h, const void* payload, size_t plen) {
+  TxOp* op = tx_by_id(h.msg_id);
+  if (!op || op->state != TxOp::kWaitResp || op->peer != peer) return;
+  int st = int(h.tag);
+  if (h.op == kPktReadResp && !st) {
+    size_t len = op->hdr.msg_len;
+    if (h.offset < len) iov_copy_to(op->iov, op->iovcnt, h.offset, payload, std::min<size_t>(plen, len - h.offset));
+    op->sent += plen;
+    if (op->sent < len) return;
+  } else if (h.op == kPktAtomicResp && !st) {
+    iov_copy_to(op->res, op->rescnt, 0, payload, plen);
+  }
+  waiting_.remove(op);
+  complete_tx(op, st);
+}
+
+}  // namespace pm
