@@ -49,6 +49,8 @@ EthDevice::EthDevice(const DeviceConfig& cfg, std::unique_ptr<Wire> wire, uint32
   max_payload_ = mtu > kPmHdr + kCoreHdr + 64 ? mtu - kPmHdr - kCoreHdr : 64;
   if (cfg_.window < 8) cfg_.window = 8;
   scratch_.resize(kEthHdr + mtu + 64);
+  adv_window_ = uint16_t(std::min<uint32_t>(cfg_.window, 65535));
+  update_window(now_ns());
 }
 
 EthDevice::~EthDevice() { wire_->tx_flush(); }
@@ -120,7 +122,7 @@ void EthDevice::build_hdr(uint8_t* f, const Peer& p, uint8_t type, uint32_t seq,
   h.dst_epoch = p.epoch;
   h.seq = seq;
   h.ack = p.expected;
-  h.window = uint16_t(std::min<uint32_t>(cfg_.window, 65535));
+  h.window = adv_window_;
   h.len = len;
   h.ts = now_us();
   h.ts_echo = p.last_ts;
@@ -488,6 +490,21 @@ void EthDevice::handle_frame(const uint8_t* f, size_t len, PacketSink& sink, uin
   }
 }
 
+// Receiver-driven flow control: the receive ring is shared by every sender,
+// so each is offered its share of it; a sender keeps at most that many
+// frames in flight, and a receiver that stops polling stops the senders
+// before its ring overflows (the seed's STOP/GO, as credits).
+void EthDevice::update_window(uint64_t now) {
+  next_window_ns_ = now + 1000000;  // once per millisecond
+  size_t cap = wire_->rx_capacity();
+  if (!cap) return;
+  size_t active = 0;
+  for (const Peer& p : peers_)
+    if (p.state == Peer::kUp && now - p.last_heard_ns < 100000000ull) active++;
+  size_t share = cap / std::max<size_t>(active, 1) * 3 / 4;
+  adv_window_ = uint16_t(std::clamp<size_t>(share, 8, std::min<uint32_t>(cfg_.window, 65535)));
+}
+
 void EthDevice::run_timers(uint64_t now) {
   uint64_t rto_max = uint64_t(cfg_.rto_max_us) * 1000;
   for (Peer& p : peers_) {
@@ -530,6 +547,7 @@ int EthDevice::poll(PacketSink& sink, int budget) noexcept {
     run_timers(now);
     next_timer_ns_ = now + 10000;
   }
+  if (now >= next_window_ns_) update_window(now);
   wire_->tx_flush();
   return n;
 }

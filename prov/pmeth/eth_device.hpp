@@ -121,6 +121,7 @@ class EthDevice final : public Device {
   void handle_ack(Peer& p, uint32_t ack, uint16_t window, uint32_t ts_echo, uint64_t now);
   void deliver(PeerId id, const uint8_t* f, size_t len, PacketSink& sink);
   void run_timers(uint64_t now);
+  void update_window(uint64_t now);
   void declare_unreachable(Peer& p, const char* why);
 
   DeviceConfig cfg_;
@@ -144,6 +145,8 @@ class EthDevice final : public Device {
   std::vector<PeerId> ack_due_;   // peers owed an ACK (delayed-ACK timer)
   std::mt19937_64 rng_;
   uint64_t next_timer_ns_ = 0;
+  uint64_t next_window_ns_ = 0;
+  uint16_t adv_window_ = 0;         // receive window offered to each peer
   struct Stats {
     uint64_t bad_len = 0, bad_version = 0, bad_job = 0, bad_ep = 0, bad_csum = 0, stale = 0,
              injected_drops = 0, tx_full = 0;

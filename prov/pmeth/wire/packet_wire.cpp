@@ -149,6 +149,7 @@ class PacketWire final : public Wire {
 
   int fd() const noexcept override { return fd_.get(); }
   size_t mtu() const noexcept override { return mtu_; }
+  size_t rx_capacity() const noexcept override { return rx_.tp_frame_nr; }
   const uint8_t* mac() const noexcept override { return mac_; }
   const char* kind() const noexcept override { return "af_packet"; }
 

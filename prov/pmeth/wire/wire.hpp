@@ -27,6 +27,8 @@ class Wire {
   // Readable when frames are waiting.
   virtual int fd() const noexcept = 0;
   virtual size_t mtu() const noexcept = 0;
+  // Frames the receive side can hold before the kernel drops (0: unbounded).
+  virtual size_t rx_capacity() const noexcept { return 0; }
   virtual const uint8_t* mac() const noexcept = 0;
   virtual const char* kind() const noexcept = 0;
 };
