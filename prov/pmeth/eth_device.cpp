@@ -302,6 +302,7 @@ void EthDevice::reset_peer(Peer& p, bool) {
   p.incarnation++;
   p.reset = true;
   p.next_seq = p.una = 1;
+  p.tickets_sent = p.tickets_acked = 0;  // tickets count frames of this incarnation
   p.expected = 1;
   p.rto_deadline = 0;
   p.tries = 0;
@@ -351,6 +352,10 @@ void EthDevice::handle_frame(const uint8_t* f, size_t len, PacketSink& sink, uin
       return;
     }
   }
+  if ((h.type == kData || h.type == kDgram) && h.len < kCoreHdr) {
+    st_.bad_len++;  // no room for the core header: would consume a seq and vanish
+    return;
+  }
   if (cfg_.drop_rate > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < cfg_.drop_rate) {
     st_.injected_drops++;
     return;
@@ -384,7 +389,8 @@ void EthDevice::handle_frame(const uint8_t* f, size_t len, PacketSink& sink, uin
       memcpy(p.name_bytes, body, kNameLen);
       p.name_known = true;
     }
-    if (p.state == Peer::kUnreachable) return;
+    // An unreachable peer stays so, unless it restarted (a new epoch).
+    if (p.state == Peer::kUnreachable && p.epoch == h.src_epoch) return;
     if (p.epoch && p.epoch != h.src_epoch) {
       PM_INFO(FI_LOG_EP_DATA, "peer %s restarted (new epoch); its old operations fail",
               format_name(p.name).c_str());
@@ -448,7 +454,10 @@ void EthDevice::handle_frame(const uint8_t* f, size_t len, PacketSink& sink, uin
       if (++q.rx_since_ack >= cfg_.ack_every) send_ctrl(q, kAck);
       else if (!q.ack_deadline) {
         q.ack_deadline = now + uint64_t(cfg_.delayed_ack_us) * 1000;
-        ack_due_.push_back(id);
+        if (!q.ack_queued) {
+          q.ack_queued = true;
+          ack_due_.push_back(id);
+        }
       }
     } else if (seq_lt(h.seq, p.expected)) {
       p.dups++;
@@ -538,8 +547,9 @@ int EthDevice::poll(PacketSink& sink, int budget) noexcept {
     for (PeerId id : ack_due_) {
       Peer& p = peers_[id];
       if (!p.ack_deadline || !p.rx_since_ack) p.ack_deadline = 0;  // a DATA frame carried it
-      else if (now >= p.ack_deadline) send_ctrl(p, kAck);
-      else ack_due_[keep++] = id;
+      else if (now >= p.ack_deadline) send_ctrl(p, kAck);  // clears ack_deadline once sent
+      if (p.ack_deadline) ack_due_[keep++] = id;            // not due yet, or the ring was full
+      else p.ack_queued = false;
     }
     ack_due_.resize(keep);
   }

@@ -95,7 +95,8 @@ class EthDevice final : public Device {
     // receive side
     uint32_t expected = 1;
     uint32_t rx_since_ack = 0;
-    uint64_t ack_deadline = 0;    // nonzero: in ack_due_
+    uint64_t ack_deadline = 0;    // nonzero: an ACK is owed by then
+    bool ack_queued = false;      // in ack_due_ (at most once)
     uint32_t last_ts = 0;         // newest timestamp seen, echoed back
     uint64_t nak_sent_ns = 0;
     uint32_t nak_seq = 0;
