@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian 12 machine (as root): installs the
-# packages, builds, runs ctest (unit tests, fabtests against pmshm, Debian's
-# fi_pingpong against pmshm).
+# packages, builds, runs ctest (unit tests; fabtests against pmshm and pmeth,
+# pmeth also across network namespaces and under injected loss; Debian's
+# fi_pingpong; packaging checks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

@@ -79,6 +79,11 @@ class PmEth final : public ProviderDef {
     return decode_name(n, len, &e) ? EthDevice::format_name(e) : "(invalid pmeth address)";
   }
 
+  size_t packet_size(const fi_info& info) const override {
+    size_t mtu = info.nic && info.nic->link_attr ? info.nic->link_attr->mtu : 1500;
+    return mtu > 2 * 48 + 64 ? mtu - 2 * 48 : 64;
+  }
+
   fi_info* templates(std::string* why) override {
     std::vector<Iface> ifaces;
     std::vector<std::string> skipped;

@@ -50,6 +50,8 @@ class PmShm final : public ProviderDef {
     return ShmDevice::format_name(s);
   }
 
+  size_t packet_size(const fi_info&) const override { return std::max<size_t>(g_params.get_size("chunk_size"), 4096); }
+
   fi_info* templates(std::string* why) override {
     TemplateDesc d;
     d.fabric_name = "pmshm";
@@ -78,7 +80,7 @@ class PmShm final : public ProviderDef {
     }
     cfg.region.cells = uint32_t(cells);
     cfg.region.chunks = uint32_t(std::max<size_t>(g_params.get_size("chunk_count"), 2));
-    cfg.region.chunk_size = uint32_t(std::max<size_t>(g_params.get_size("chunk_size"), 4096));
+    cfg.region.chunk_size = uint32_t(packet_size(info));
     std::string policy = g_params.get_string("cma");
     cfg.cma = g_params.get_bool("disable_cma") || policy == "off" ? CmaPolicy::kOff
               : policy == "on"                                   ? CmaPolicy::kOn

@@ -237,9 +237,8 @@ int pm_query_atomic(fid_domain* f, fi_datatype dt, fi_op op, fi_atomic_attr* att
   if (!(dom_of(f)->info->caps & FI_ATOMIC) || !atomic_valid(dt, op, kind)) return -FI_EOPNOTSUPP;
   if (attr) {
     attr->size = atomic_size(dt);
-    // One packet carries an operation: the smallest device packet this
-    // provider uses bounds the count (see the endpoint's *valid calls).
-    attr->count = 1024 / (attr->size * (kind == AtomicKind::kCompare ? 2 : 1));
+    // One packet carries an operation (as the endpoint's *valid calls say).
+    attr->count = g_provdef->packet_size(*dom_of(f)->info) / (attr->size * (kind == AtomicKind::kCompare ? 2 : 1));
   }
   return 0;
 }

@@ -55,6 +55,8 @@ fi_info* make_template(const TemplateDesc& d) {
   a->max_ep_tx_ctx = 1;
   a->max_ep_rx_ctx = 1;
   a->mr_cnt = 65536;
+  a->cntr_cnt = 1024;
+  a->mr_iov_limit = kMaxIov;
   a->caps = d.comm_caps;
   i->fabric_attr->name = strdup(d.fabric_name);
   i->fabric_attr->prov_version = d.prov_version;

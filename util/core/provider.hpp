@@ -24,6 +24,8 @@ class ProviderDef {
   virtual fi_info* templates(std::string* why) = 0;
   // Opens the device an endpoint of `info` runs on; nullptr, *err set, on failure.
   virtual std::unique_ptr<Device> open_device(Domain& dom, const fi_info& info, int* err) = 0;
+  // The largest packet a device of this fi_info carries (bounds atomics).
+  virtual size_t packet_size(const fi_info& info) const = 0;
   // Whether bytes are a well-formed name of this provider, and a readable form.
   virtual size_t name_len() const = 0;
   virtual bool name_valid(const void* name, size_t len) const = 0;
