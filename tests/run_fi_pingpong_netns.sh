@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Debian's fi_pingpong over pmeth between two network namespaces joined by a
+# veth pair (fabtests/scripts/netns.sh): server in <prefix>a, client in
+# <prefix>b. fi_pingpong exchanges addresses over TCP, so the veth ends get
+# 192.0.2.1 and 192.0.2.2. Always removes the namespaces.
+#   run_fi_pingpong_netns.sh <fi_pingpong> <prefix> <rdm|dgram>
+set -u
+pp=$1 p=$2 ep=$3
+netns="$(cd "$(dirname "$0")/../fabtests/scripts" && pwd)/netns.sh"
+"$netns" up "$p"
+rc=$?
+((rc == 0)) || exit $rc
+trap '"$netns" down "$p"' EXIT
+ip -n "${p}a" addr add 192.0.2.1/24 dev "${p}va" && ip -n "${p}b" addr add 192.0.2.2/24 dev "${p}vb" || exit 1
+log=$(mktemp)
+FI_PMETH_IFACE="${p}va" timeout 60 ip netns exec "${p}a" "$pp" -p pmeth -e "$ep" -I 200 >"$log" 2>&1 &
+srv=$!
+sleep 0.5
+FI_PMETH_IFACE="${p}vb" timeout 60 ip netns exec "${p}b" "$pp" -p pmeth -e "$ep" -I 200 192.0.2.1
+cli=$?
+wait "$srv"
+s=$?
+echo "--- server"; cat "$log"; rm -f "$log"
+[ "$cli" -eq 0 ] && [ "$s" -eq 0 ]
