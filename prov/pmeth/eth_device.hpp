@@ -147,6 +147,7 @@ class EthDevice final : public Device {
   std::mt19937_64 rng_;
   uint64_t next_timer_ns_ = 0;
   uint64_t next_window_ns_ = 0;
+  unsigned idle_polls_ = 0;
   uint16_t adv_window_ = 0;         // receive window offered to each peer
   struct Stats {
     uint64_t bad_len = 0, bad_version = 0, bad_job = 0, bad_ep = 0, bad_csum = 0, stale = 0,
