@@ -109,7 +109,7 @@ const void* EthDevice::peer_name(PeerId peer, size_t* len) const noexcept {
 
 uint32_t EthDevice::now_us() const { return uint32_t(now_ns() / 1000); }
 
-void EthDevice::build_hdr(uint8_t* f, const Peer& p, uint8_t type, uint32_t seq, uint16_t len) {
+void EthDevice::build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint16_t len) {
   memcpy(f, p.name.mac, 6);
   memcpy(f + 6, self_.mac, 6);
   f[12] = uint8_t(cfg_.ethertype >> 8);
@@ -126,7 +126,11 @@ void EthDevice::build_hdr(uint8_t* f, const Peer& p, uint8_t type, uint32_t seq,
   h.window = adv_window_;
   h.len = len;
   h.ts = now_us();
+  // A timestamp is echoed once, by the first frame back after the frame that
+  // carried it arrived in order: duplicates and later ACKs echo nothing, so
+  // they cannot pass a stale timestamp off as a slow round trip.
   h.ts_echo = p.last_ts;
+  p.last_ts = 0;
   encode_hdr(f + kEthHdr, h);
 }
 
@@ -257,7 +261,7 @@ void EthDevice::retransmit(Peer& p, uint32_t seq) {
   FrameHdr h = decode_hdr(f + kEthHdr);
   h.ack = p.expected;
   h.ts = now_us();
-  h.ts_echo = p.last_ts;
+  h.ts_echo = 0;  // a resent frame's echo would be stale
   h.dst_epoch = p.epoch;
   h.csum = 0;
   encode_hdr(f + kEthHdr, h);

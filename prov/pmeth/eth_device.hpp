@@ -112,7 +112,7 @@ class EthDevice final : public Device {
   PeerId peer_by_addr(const uint8_t* mac, uint32_t ep_id);
   void reset_peer(Peer& p, bool fail_ops);
   uint32_t now_us() const;
-  void build_hdr(uint8_t* f, const Peer& p, uint8_t type, uint32_t seq, uint16_t len);
+  void build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint16_t len);
   void seal(uint8_t* f, size_t len);
   bool emit(const uint8_t* f, size_t len);
   void send_ctrl(Peer& p, uint8_t type);
