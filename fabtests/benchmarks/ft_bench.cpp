@@ -50,14 +50,14 @@ void BenchCq::poll() {
     FT_FAIL("fi_cq_read: %zd (%s)", n, errstr(n));
 }
 
-void BenchCq::wait(void* ctx, const char* what) {
+void BenchCq::wait(void* ctx, const char* what, double timeout_s) {
     double deadline = -1;
     for (unsigned spins = 0; !take(ctx); ++spins) {
         poll();
         if (spins % 4096 == 4095) {
             double t = now_s();
-            if (deadline < 0) deadline = t + kWait;
-            FT_CHECK(t < deadline, "%s: no completion within %.0fs", what, kWait);
+            if (deadline < 0) deadline = t + timeout_s;
+            FT_CHECK(t < deadline, "%s: no completion within %.0fs", what, timeout_s);
         }
     }
 }

@@ -25,7 +25,7 @@ inline bool verify_mode() { return g_opt.verbose; }  // -v verifies every payloa
 class BenchCq {
 public:
     explicit BenchCq(Endpoint& ep) : ep_(ep) {}
-    void wait(void* ctx, const char* what);
+    void wait(void* ctx, const char* what, double timeout_s = kWait);
     void wait_all(const std::vector<OpCtx>& ctxs, size_t n, const char* what);
     void poll();
     // Retry while -FI_EAGAIN, polling the CQ in between; bounded.

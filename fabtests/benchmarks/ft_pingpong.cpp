@@ -1,9 +1,13 @@
 // ft_pingpong: half round-trip latency, tagged (-m tagged, default) or
-// untagged (-m msg) messages, one size (-S) or the default ladder.
-//   ft_pingpong -p <prov> [-m tagged|msg] [-S size] [-n iters] [-c cpu0,cpu1] [-v] [--short]
+// untagged (-m msg) messages, one size (-S) or the default ladder; or
+// (-m atomic) 8-byte fi_fetch_atomic(UINT64, FI_SUM) round trips against a
+// counter the server registered, reported the same way (lat_us = half the
+// round trip, comparable with the tagged ping-pong's lat_us).
+//   ft_pingpong -p <prov> [-m tagged|msg|atomic] [-S size] [-n iters] [-c cpu0,cpu1] [-v] [--short]
 #include <algorithm>
 
 #include "ft_bench.h"
+#include "ft_rma.h"
 #include "ft_xfer.h"
 
 using namespace ft;
@@ -64,17 +68,77 @@ void pingpong(Endpoint& ep, BenchCq& cq, const std::vector<fi_addr_t>& addr, siz
                  (double)size / lat_us, 1.0 / lat_us);
 }
 
+// The client's fi_fetch_atomic(+1) returns the previous count: i for the
+// i-th operation (checked every time with -v, else the last). The server
+// only progresses (manual progress) until the client's "done" message.
+void atomic_pingpong(Endpoint& ep, BenchCq& cq, const std::vector<fi_addr_t>& addr, long iters) {
+    const long warm = std::max(2L, iters / 10);
+    const long total = warm + iters;
+    const bool verify = verify_mode();
+    constexpr uint64_t kDoneTag = 0xD0E;
+    uint8_t byte = 0;
+    OpCtx ctl;
+    if (rank() == kServer) {
+        alignas(64) uint64_t counter[8] = {};
+        Region r(ep, &counter[0], sizeof(uint64_t), FI_REMOTE_READ | FI_REMOTE_WRITE, 0xA7);
+        send_remote(kClient, r.remote());
+        cq.post("done fi_trecv", [&] {
+            return fi_trecv(ep.ep, &byte, 1, nullptr, FI_ADDR_UNSPEC, kDoneTag, 0, &ctl.fctx);
+        });
+        barrier([&] { cq.poll(); });
+        cq.wait(&ctl, "client's done message", g_opt.timeout_s);  // spinning on the CQ is our progress
+        FT_EQ(counter[0], (uint64_t)total, "server counter after the fetch-atomic round trips");
+        barrier([&] { cq.poll(); });
+        return;
+    }
+    RemoteMr rm = recv_remote(ep, kServer);
+    const uint64_t one = 1;
+    uint64_t old = 0;
+    OpCtx ctx;
+    barrier([&] { cq.poll(); });
+    double t0 = 0;
+    for (long i = 0; i < total; ++i) {
+        if (i == warm) t0 = now_s();
+        cq.post("fi_fetch_atomic", [&] {
+            return fi_fetch_atomic(ep.ep, &one, 1, nullptr, &old, nullptr, addr[kServer], rm.at(0), rm.key, FI_UINT64,
+                                   FI_SUM, &ctx.fctx);
+        });
+        cq.wait(&ctx, "fi_fetch_atomic");
+        if (verify || i == total - 1) FT_EQ(old, (uint64_t)i, "value fetched by fi_fetch_atomic");
+    }
+    double secs = now_s() - t0;
+    double lat_us = secs / (2.0 * (double)iters) * 1e6;
+    print_result(g_opt.prov, "pingpong_atomic", sizeof(uint64_t), iters, lat_us, sizeof(uint64_t) / lat_us,
+                 1.0 / lat_us);
+    cq.post("done fi_tsend", [&] { return fi_tsend(ep.ep, &byte, 1, nullptr, addr[kServer], kDoneTag, &ctl.fctx); });
+    cq.wait(&ctl, "done send");
+    barrier([&] { cq.poll(); });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     parse_options(argc, argv);
     const std::string mode = g_opt.mode.empty() ? "tagged" : g_opt.mode;
-    if (mode != "tagged" && mode != "msg") {
-        std::fprintf(stderr, "ft_pingpong: -m must be tagged or msg\n");
+    if (mode != "tagged" && mode != "msg" && mode != "atomic") {
+        std::fprintf(stderr, "ft_pingpong: -m must be tagged, msg or atomic\n");
         return 2;
     }
     g_tagged = mode == "tagged";
     set_identity("", "pingpong_" + mode, -1);
+    if (mode == "atomic") {
+        if (g_opt.size && g_opt.size != sizeof(uint64_t)) {
+            std::fprintf(stderr, "ft_pingpong: -m atomic works on one uint64 (-S 8)\n");
+            return 2;
+        }
+        Case c{"pingpong_atomic", 2, [&] {
+                   Endpoint ep(one_sided_config(kMrVirt));
+                   auto addr = connect_all(ep);
+                   BenchCq cq(ep);
+                   atomic_pingpong(ep, cq, addr, bench_iters(20000, 10));
+               }};
+        return run_case(c) ? 0 : 1;
+    }
     const auto sizes = bench_sizes({8, 64, 512, 4096, 65536, 1u << 20});
     Case c{"pingpong_" + mode, 2, [&] {
                Endpoint ep;

@@ -32,7 +32,10 @@ void usage(const char* argv0) {
                  "  -l         list cases\n"
                  "  -v         tests: verbose; benchmarks: verify every payload\n"
                  "  -T secs    supervisor deadline for the whole run (default 50)\n"
-                 "  env FT_THREADING=safe requests FI_THREAD_SAFE\n",
+                 "  env FT_THREADING=safe requests FI_THREAD_SAFE\n"
+                 "  env FT_NETNS=ns0,ns1,.. runs rank i in network namespace ns_i\n"
+                 "  env FT_IFACE=if0,if1,.. sets FI_<PROV>_IFACE=if_i in rank i\n"
+                 "      (ranks past the end of a list use its last entry)\n",
                  argv0);
 }
 
@@ -52,6 +55,24 @@ std::vector<int> parse_cpus(const char* s) {
             std::fprintf(stderr, "bad cpu list '%s'\n", s);
             std::exit(2);
         }
+    }
+    return out;
+}
+
+// Comma-separated environment list; unset or empty: no entries.
+std::vector<std::string> env_list(const char* name) {
+    std::vector<std::string> out;
+    const char* v = std::getenv(name);
+    if (!v || !*v) return out;
+    for (const char* p = v;; ++p) {
+        const char* end = std::strchr(p, ',');
+        out.emplace_back(p, end ? (size_t)(end - p) : std::strlen(p));
+        if (out.back().empty() || out.back().find('/') != std::string::npos) {
+            std::fprintf(stderr, "bad %s '%s' (comma-separated names)\n", name, v);
+            std::exit(2);
+        }
+        if (!end) break;
+        p = end;
     }
     return out;
 }
@@ -115,6 +136,8 @@ void parse_options(int argc, char** argv) {
     }
     if (g_opt.timeout_s <= 0) g_opt.timeout_s = 50.0;
     g_opt.thread_safe = env_is("FT_THREADING", "safe");
+    g_opt.netns = env_list("FT_NETNS");
+    g_opt.ifaces = env_list("FT_IFACE");
 }
 
 void set_identity(const std::string& prog, const std::string& test_case, int rank) {

@@ -24,6 +24,8 @@ struct Options {
     std::vector<int> cpus;       // -c cpu0,cpu1,...
     double timeout_s = 50.0;     // -T whole-run bound enforced by the supervisor
     bool thread_safe = false;    // env FT_THREADING=safe
+    std::vector<std::string> netns;   // env FT_NETNS=ns0,ns1,..: network namespace per rank
+    std::vector<std::string> ifaces;  // env FT_IFACE=if0,if1,..: FI_<PROV>_IFACE per rank
 };
 extern Options g_opt;
 

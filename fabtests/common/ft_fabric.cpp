@@ -15,7 +15,7 @@ fi_info* make_hints(const EpConfig& cfg) {
     hints->ep_attr->type = FI_EP_RDM;
     hints->caps = cfg.caps;
     hints->mode = cfg.mode;
-    hints->domain_attr->mr_mode = 0;
+    hints->domain_attr->mr_mode = cfg.mr_mode;
     if (cfg.thread_safe || g_opt.thread_safe) hints->domain_attr->threading = FI_THREAD_SAFE;
     hints->fabric_attr->prov_name = strdup(g_opt.prov.c_str());
     return hints;
@@ -50,6 +50,7 @@ Endpoint::Endpoint(const EpConfig& c) : cfg(c) {
         FT_CALL(fi_endpoint(domain, info, &ep, nullptr));
         FT_CALL(fi_ep_bind(ep, &av->fid, 0));
         FT_CALL(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+        if (cfg.before_enable) cfg.before_enable(*this);
         FT_CALL(fi_enable(ep));
     } catch (const Failure&) {
         close();
@@ -66,6 +67,10 @@ void Endpoint::close() {
         if (rc) ft::info("warning: fi_close(%s) returned %d (%s)", what, rc, errstr(rc));
     };
     if (ep) closefid(&ep->fid, "ep");
+    while (!adopted_.empty()) {
+        closefid(adopted_.back(), "adopted fid");
+        adopted_.pop_back();
+    }
     if (av) closefid(&av->fid, "av");
     if (cq) closefid(&cq->fid, "cq");
     if (domain) closefid(&domain->fid, "domain");
@@ -77,6 +82,10 @@ void Endpoint::close() {
     domain = nullptr;
     fabric = nullptr;
     info = nullptr;
+}
+
+void Endpoint::adopt(fid_t f) {
+    if (f) adopted_.push_back(f);
 }
 
 std::vector<uint8_t> Endpoint::name() const {
@@ -127,6 +136,9 @@ size_t Endpoint::read_locked() {
         c.olen = e.olen;
         c.err = e.err;
         c.prov_errno = e.prov_errno;
+        char sbuf[256] = "";
+        const char* s = fi_cq_strerror(cq, e.prov_errno, e.err_data, sbuf, sizeof sbuf);
+        c.cq_strerror = s ? s : "";
         stash_.push_back(c);
         return 1;
     }

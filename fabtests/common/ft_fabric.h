@@ -10,6 +10,7 @@
 #include <rdma/fi_tagged.h>
 
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -23,6 +24,8 @@ namespace ft {
 constexpr uint32_t kApiVersion = FI_VERSION(1, 9);
 constexpr double kWait = 10.0;  // default bound on a completion wait, seconds
 
+class Endpoint;
+
 struct EpConfig {
     uint64_t caps = FI_MSG | FI_TAGGED;
     uint64_t mode = FI_CONTEXT;
@@ -31,6 +34,10 @@ struct EpConfig {
     fi_av_type av_type = FI_AV_TABLE;
     bool thread_safe = false;  // also forced by FT_THREADING=safe
     size_t cq_size = 0;        // 0: provider default
+    int mr_mode = 0;           // hints->domain_attr->mr_mode (one-sided tests)
+    // Called after the CQ is bound and before fi_enable (e.g. to bind
+    // counters); fids it opens can be handed to Endpoint::adopt.
+    std::function<void(Endpoint&)> before_enable;
 };
 
 // Build getinfo hints for g_opt.prov (caller frees with fi_freeinfo).
@@ -49,6 +56,7 @@ struct Comp {
     int err = 0;
     int prov_errno = 0;
     fi_addr_t src = FI_ADDR_NOTAVAIL;
+    std::string cq_strerror;  // error entries: fi_cq_strerror(prov_errno, err_data)
 };
 std::string describe(const Comp& c);
 std::string flags_str(uint64_t flags);
@@ -68,6 +76,10 @@ public:
     Endpoint(const Endpoint&) = delete;
     Endpoint& operator=(const Endpoint&) = delete;
     void close();  // idempotent
+
+    // Close `f` with the endpoint: after the EP, before AV/CQ/domain (in
+    // reverse order of adoption). For counters and the like.
+    void adopt(fid_t f);
 
     std::vector<uint8_t> name() const;
     fi_addr_t insert(const std::vector<uint8_t>& addr);  // fails unless 1 inserted
@@ -113,6 +125,7 @@ public:
 
 private:
     size_t read_locked();
+    std::vector<fid_t> adopted_;
     std::mutex mu_;
     std::deque<Comp> stash_;
 };

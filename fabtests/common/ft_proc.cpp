@@ -3,16 +3,22 @@
 
 #include "ft_common.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace ft {
@@ -59,6 +65,7 @@ const char* describe_status(int st, char* buf, size_t len) {
     alarm((unsigned)(g_opt.timeout_s + 5));  // last resort; the parent normally acts first
     int rc = 0;
     try {
+        place_rank();
         pin_to_cpu_for_rank();
         // exchange PIDs so tests can name their peers
         g_pids[r] = getpid();
@@ -91,6 +98,54 @@ void pin_to_cpu_for_rank() {
     CPU_SET(cpu, &set);
     FT_CHECK(sched_setaffinity(0, sizeof set, &set) == 0, "cannot pin rank %d to cpu %d: %s",
              g_rank, cpu, std::strerror(errno));
+}
+
+namespace {
+// The entry of a per-rank list for the calling rank: the last one for ranks past its end.
+const std::string* entry_for_rank(const std::vector<std::string>& list) {
+    if (list.empty()) return nullptr;
+    return &list[std::min((size_t)g_rank, list.size() - 1)];
+}
+
+void enter_netns(const std::string& ns) {
+    std::string path = "/var/run/netns/" + ns;
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    FT_CHECK(fd >= 0, "rank %d: cannot open network namespace %s: %s", g_rank, path.c_str(),
+             std::strerror(errno));
+    int rc = setns(fd, CLONE_NEWNET);
+    int err = errno;
+    close(fd);
+    FT_CHECK(rc == 0, "rank %d: setns(%s): %s", g_rank, path.c_str(), std::strerror(err));
+    // sysfs shows the network namespace of whoever mounted it: remount /sys in
+    // a mount namespace of our own. Slave first, so that nothing propagates
+    // back to the launcher's mounts.
+    FT_CHECK(unshare(CLONE_NEWNS) == 0, "rank %d: unshare(CLONE_NEWNS): %s", g_rank,
+             std::strerror(errno));
+    FT_CHECK(mount("", "/", nullptr, MS_SLAVE | MS_REC, nullptr) == 0,
+             "rank %d: making / a slave mount: %s", g_rank, std::strerror(errno));
+    struct statvfs sv {};
+    unsigned long flags = statvfs("/sys", &sv) == 0 && (sv.f_flag & ST_RDONLY) ? MS_RDONLY : 0;
+    if (umount2("/sys", MNT_DETACH) != 0 && errno != EINVAL)
+        FT_FAIL("rank %d: unmounting /sys: %s", g_rank, std::strerror(errno));
+    FT_CHECK(mount(ns.c_str(), "/sys", "sysfs", flags, nullptr) == 0,
+             "rank %d: mounting sysfs for namespace %s: %s", g_rank, ns.c_str(),
+             std::strerror(errno));
+}
+}  // namespace
+
+void place_rank() {
+    if (const std::string* ns = entry_for_rank(g_opt.netns)) {
+        enter_netns(*ns);
+        log("rank %d in network namespace %s", g_rank, ns->c_str());
+    }
+    if (const std::string* iface = entry_for_rank(g_opt.ifaces)) {
+        // the core provider of a layered name: "tcp;ofi_rxm" -> FI_TCP_IFACE
+        std::string var = "FI_" + g_opt.prov.substr(0, g_opt.prov.find(';')) + "_IFACE";
+        for (char& ch : var) ch = (char)std::toupper((unsigned char)ch);
+        FT_CHECK(setenv(var.c_str(), iface->c_str(), 1) == 0, "setenv %s: %s", var.c_str(),
+                 std::strerror(errno));
+        log("rank %d: %s=%s", g_rank, var.c_str(), iface->c_str());
+    }
 }
 
 bool run_case(const Case& c) {

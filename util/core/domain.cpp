@@ -8,6 +8,7 @@
 
 #include <rdma/fi_errno.h>
 
+#include "base/iov.hpp"
 #include "base/log.hpp"
 #include "core/atomic_ops.hpp"
 #include "core/av.hpp"
@@ -113,34 +114,51 @@ int Domain::mr_reg(const fi_mr_attr& attr, uint64_t flags, fid_mr** out) {
   return 0;
 }
 
-int Domain::mr_check(uint64_t key, uint64_t addr, size_t len, uint64_t access, char** va, Mr** out) const {
+// Checks a remote access and finds the local memory: the key names a live
+// region that grants `access`, and the range lies inside it. With
+// FI_MR_VIRT_ADDR the range must lie in one of the region's buffers;
+// without, addresses are offsets (from the offset given at registration)
+// into the region's buffers taken as one, and the range may span several.
+int Domain::mr_locate(uint64_t key, uint64_t addr, size_t len, uint64_t access, struct iovec* out, size_t max,
+                      size_t* n, Mr** mrp) const {
   auto it = mrs_.find(key);
   if (it == mrs_.end()) return FI_EKEYREJECTED;
   Mr* mr = it->second;
   if ((mr->access & access) != access) return FI_EACCES;
-  // Without FI_MR_VIRT_ADDR addresses are offsets from the region's start
-  // (plus the offset given at registration).
-  uint64_t pos = addr;
-  if (!virt_addr_) {
-    if (addr < mr->offset) return FI_EINVAL;
-    pos = addr - mr->offset;
-  }
-  for (const iovec& v : mr->iov) {
-    uint64_t base = virt_addr_ ? reinterpret_cast<uint64_t>(v.iov_base) : 0;
-    if (pos >= base && len <= v.iov_len && pos - base <= v.iov_len - len) {
-      *va = static_cast<char*>(v.iov_base) + (pos - base);
-      *out = mr;
-      return 0;
+  if (virt_addr_) {
+    for (const iovec& v : mr->iov) {
+      uint64_t base = reinterpret_cast<uint64_t>(v.iov_base);
+      if (addr >= base && len <= v.iov_len && addr - base <= v.iov_len - len) {
+        out[0] = iovec{static_cast<char*>(v.iov_base) + (addr - base), len};
+        *n = 1;
+        *mrp = mr;
+        return 0;
+      }
     }
-    if (!virt_addr_) {
-      if (pos < v.iov_len) break;  // straddles two ranges
-      pos -= v.iov_len;
-    }
+    return FI_EINVAL;
   }
-  return FI_EINVAL;
+  if (addr < mr->offset) return FI_EINVAL;
+  uint64_t pos = addr - mr->offset;
+  size_t total = iov_total(mr->iov.data(), mr->iov.size());
+  if (pos > total || len > total - pos) return FI_EINVAL;
+  size_t k = iov_slice(mr->iov.data(), mr->iov.size(), pos, len, out, max);
+  if (iov_total(out, k) != len) return FI_EINVAL;  // more pieces than `max`
+  *n = k;
+  *mrp = mr;
+  return 0;
+}
+
+int Domain::mr_check(uint64_t key, uint64_t addr, size_t len, uint64_t access, char** va, Mr** out) const {
+  iovec piece{nullptr, 0};
+  size_t n = 0;
+  int st = mr_locate(key, addr, len, access, &piece, 1, &n, out);
+  if (st == 0) *va = static_cast<char*>(piece.iov_base);
+  return st;
 }
 
 int Domain::mr_close(Mr* mr) {
+  for (Cntr* c : {mr->rwrite_cntr, mr->rread_cntr})
+    if (c) c->refs--;
   mrs_.erase(mr->fid()->key);
   refs--;
   delete mr;
@@ -274,9 +292,14 @@ int pm_mr_bind(fid_t f, fid_t bf, uint64_t flags) noexcept {
     if (!(flags & (FI_REMOTE_WRITE | FI_REMOTE_READ)) || (flags & ~uint64_t(FI_REMOTE_WRITE | FI_REMOTE_READ)))
       return -FI_EBADFLAGS;
     Cntr* c = self_of_fid<Cntr, fid_cntr>(bf);
+    if (&c->domain() != &mr->dom) return -FI_EINVAL;
     std::lock_guard<std::mutex> g(mr->dom.lock());
-    if (flags & FI_REMOTE_WRITE) mr->rwrite_cntr = c;
-    if (flags & FI_REMOTE_READ) mr->rread_cntr = c;
+    for (auto [bit, slot] : {std::pair{FI_REMOTE_WRITE, &mr->rwrite_cntr}, {FI_REMOTE_READ, &mr->rread_cntr}})
+      if (flags & bit) {
+        if (*slot) (*slot)->refs--;
+        *slot = c;
+        c->refs++;
+      }
     return 0;
   });
 }

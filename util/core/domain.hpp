@@ -64,6 +64,11 @@ class Domain {
   // lies inside one of its ranges, and it grants `access`. 0 and the local
   // address, or the positive FI_E* code that refuses it.
   int mr_check(uint64_t key, uint64_t addr, size_t len, uint64_t access, char** va, Mr** mr) const;
+  // Same, for ranges that may cover several of the region's iovs (fi_mr_regv
+  // without FI_MR_VIRT_ADDR: the iovs are one region, back to back): fills up
+  // to `max` pieces of local memory, *n of them.
+  int mr_locate(uint64_t key, uint64_t addr, size_t len, uint64_t access, struct iovec* out, size_t max,
+                size_t* n, Mr** mr) const;
 
   Fabric& fabric;
   fi_info* info;  // owned copy

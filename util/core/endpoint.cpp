@@ -232,6 +232,11 @@ void Endpoint::progress() {
     pending_reads_.clear();
     for (auto& [peer, h] : reads) start_read_resp(peer, h);
   }
+  if (!pending_atomics_.empty() && !tx_free_.empty()) {
+    auto atomics = std::move(pending_atomics_);
+    pending_atomics_.clear();
+    for (auto& a : atomics) on_atomic(a.peer, a.hdr, a.payload.data(), a.payload.size());
+  }
   if (!active_peers_.empty()) progress_tx();
   if (!streams_.empty()) progress_streams();
   if (!acking_.empty()) progress_acks();

@@ -237,6 +237,12 @@ class Endpoint final : public PacketSink {
   };
   std::unordered_map<AsmKey, RmaIn, AsmKeyHash> rma_in_;
   std::vector<std::pair<PeerId, PktHdr>> pending_reads_;  // no tx op free yet
+  struct PendingAtomic {                 // a fetching atomic waiting for a tx op
+    PeerId peer;
+    PktHdr hdr;
+    std::vector<uint8_t> payload;
+  };
+  std::vector<PendingAtomic> pending_atomics_;
   uint64_t refused_ = 0;         // remote accesses refused (statistics)
 };
 

@@ -134,11 +134,12 @@ void Endpoint::on_write(PeerId peer, const PktHdr& h, const void* payload, size_
   const uint8_t* p = static_cast<const uint8_t*>(payload);
   uint64_t seg_off = get_le64(p);
   size_t seg = plen - 8;
-  char* va = nullptr;
+  struct iovec dst[kMaxIov];
+  size_t ndst = 0;
   Mr* mr = nullptr;
-  int st = dom_.mr_check(h.tag, h.offset, h.msg_len, FI_REMOTE_WRITE, &va, &mr);
+  int st = dom_.mr_locate(h.tag, h.offset, h.msg_len, FI_REMOTE_WRITE, dst, kMaxIov, &ndst, &mr);
   if (st == 0 && (seg_off > h.msg_len || seg > h.msg_len - seg_off)) st = FI_EINVAL;
-  if (st == 0) memcpy(va + seg_off, p + 8, seg);
+  if (st == 0) iov_copy_to(dst, ndst, seg_off, p + 8, seg);
   bool last;
   if (seg == h.msg_len) {
     last = true;
@@ -163,9 +164,10 @@ void Endpoint::on_write(PeerId peer, const PktHdr& h, const void* payload, size_
 }
 
 void Endpoint::on_read(PeerId peer, const PktHdr& h) {
-  char* va = nullptr;
+  struct iovec src[kMaxIov];
+  size_t nsrc = 0;
   Mr* mr = nullptr;
-  int st = dom_.mr_check(h.tag, h.offset, h.msg_len, FI_REMOTE_READ, &va, &mr);
+  int st = dom_.mr_locate(h.tag, h.offset, h.msg_len, FI_REMOTE_READ, src, kMaxIov, &nsrc, &mr);
   if (st) {
     refuse(peer, "RMA read", h.tag, st);
     send_ctrl(peer, kPktReadResp, h.msg_id, uint64_t(st));
@@ -177,9 +179,10 @@ void Endpoint::on_read(PeerId peer, const PktHdr& h) {
 
 // Streams the data of a checked read back; without a free tx op it waits.
 void Endpoint::start_read_resp(PeerId peer, const PktHdr& h) {
-  char* va = nullptr;
+  struct iovec src[kMaxIov];
+  size_t nsrc = 0;
   Mr* mr = nullptr;
-  if (dom_.mr_check(h.tag, h.offset, h.msg_len, FI_REMOTE_READ, &va, &mr)) {
+  if (dom_.mr_locate(h.tag, h.offset, h.msg_len, FI_REMOTE_READ, src, kMaxIov, &nsrc, &mr)) {
     send_ctrl(peer, kPktReadResp, h.msg_id, uint64_t(FI_EKEYREJECTED));  // closed meanwhile
     return;
   }
@@ -196,8 +199,8 @@ void Endpoint::start_read_resp(PeerId peer, const PktHdr& h) {
   op->hdr.op = kPktReadResp;
   op->hdr.msg_id = h.msg_id;
   op->hdr.msg_len = h.msg_len;
-  op->iov[0] = iovec{va, size_t(h.msg_len)};
-  op->iovcnt = 1;
+  std::copy(src, src + nsrc, op->iov);
+  op->iovcnt = nsrc;
   op->limit = h.msg_len;
   op->state = TxOp::kStreaming;
   op->start_ns = now_ns();
@@ -230,7 +233,11 @@ void Endpoint::on_atomic(PeerId peer, const PktHdr& h, const void* payload, size
   TxOp* resp = nullptr;
   if (fetch && !st) {
     resp = alloc_tx();
-    if (!resp) st = FI_EAGAIN;  // the initiator sees the target out of resources
+    if (!resp) {  // FI_RM_ENABLED: retried once a tx op frees up, not failed
+      const uint8_t* p = static_cast<const uint8_t*>(payload);
+      pending_atomics_.push_back({peer, h, std::vector<uint8_t>(p, p + plen)});
+      return;
+    }
   }
   if (st) {
     refuse(peer, "atomic", h.tag, st);
@@ -246,8 +253,15 @@ void Endpoint::on_atomic(PeerId peer, const PktHdr& h, const void* payload, size
     old = resp->inject.get();
   }
   atomic_apply(dt, op, va, operand, cmp, old, count);
-  if (access & FI_REMOTE_WRITE) remote_event(mr, true, nullptr);
-  if (access & FI_REMOTE_READ) remote_event(mr, false, nullptr);
+  // fi_endpoint(3): an endpoint's FI_REMOTE_WRITE counter counts RMA writes and
+  // base atomics, its FI_REMOTE_READ counter reads, fetch and compare atomics;
+  // fi_mr(3): a region's FI_REMOTE_WRITE counter every atomic that modifies it.
+  if (!fetch) {
+    remote_event(mr, true, nullptr);
+  } else {
+    remote_event(mr, false, nullptr);
+    if (op != FI_ATOMIC_READ && mr && mr->rwrite_cntr) mr->rwrite_cntr->inc();
+  }
   if (!resp) {
     send_ctrl(peer, kPktRmaAck, h.msg_id, 0);
     return;
