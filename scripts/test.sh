@@ -9,4 +9,4 @@ scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPM_BUILD_TESTS=ON
 cmake --build build -j"$(nproc)"
 cd build
-ctest --output-on-failure --timeout 120 "$@"
+ctest --output-on-failure --timeout 180 -j"$(nproc)" "$@"
