@@ -136,9 +136,7 @@ void EthDevice::build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint1
 
 void EthDevice::seal(uint8_t* f, size_t len) {
   if (!cfg_.checksum) return;
-  uint32_t c = crc32c(0, f + kEthHdr, kPmHdr);
-  c = crc32c(c, f + kBodyOff, len - kBodyOff);
-  put32(f + kEthHdr + 44, c);
+  put32(f + kEthHdr + 44, frame_sum(f + kEthHdr, f + kBodyOff, len - kBodyOff));
 }
 
 bool EthDevice::emit(const uint8_t* f, size_t len) {
@@ -351,7 +349,7 @@ void EthDevice::handle_frame(const uint8_t* f, size_t len, PacketSink& sink, uin
     uint8_t hdr[kPmHdr];
     memcpy(hdr, f + kEthHdr, kPmHdr);
     put32(hdr + 44, 0);
-    uint32_t c = crc32c(crc32c(0, hdr, kPmHdr), f + kBodyOff, h.len);
+    uint32_t c = frame_sum(hdr, f + kBodyOff, h.len);
     if (c != h.csum) {
       st_.bad_csum++;
       return;

@@ -11,7 +11,8 @@
 //  24 seq (u32)              28 ack (u32: every seq below it arrived)
 //  32 window (u16)           34 payload length (u16)
 //  36 timestamp (u32, µs)    40 timestamp echo (u32)
-//  44 checksum (u32, CRC32C of header with this field 0, then payload)
+//  44 checksum (u32: CRC32C of the header with this field 0, XOR a
+//     four-lane Fletcher sum of the payload; see frame_sum)
 //  DATA and DGRAM frames: then the 48-byte core packet header, then payload.
 //  NAK frames: then a 64-bit bitmap (bit i: seq ack+1+i arrived).
 #pragma once
@@ -142,6 +143,13 @@ inline bool seq_lt(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
 inline bool seq_le(uint32_t a, uint32_t b) { return int32_t(a - b) <= 0; }
 
 uint32_t crc32c(uint32_t crc, const void* data, size_t len);
+// The payload's part of the frame checksum (see eth_crc.cpp).
+uint32_t payload_sum(const void* data, size_t len);
+// Frame checksum: CRC32C of the 48-byte header (checksum field 0) XOR the
+// payload sum.
+inline uint32_t frame_sum(const uint8_t* hdr48, const uint8_t* payload, size_t len) {
+  return crc32c(0, hdr48, kPmHdr) ^ payload_sum(payload, len);
+}
 
 // The endpoint name (fi_getname), 32 bytes:
 //  0 magic 'PMET' (u32 LE) | 4 version u8 | 5 rails u8 | 6 reserved u16

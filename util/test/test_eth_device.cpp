@@ -1103,8 +1103,7 @@ std::vector<uint8_t> raw_frame(FrameHdr h, const std::vector<uint8_t>& body, boo
   h.csum = 0;
   pm::eth::encode_hdr(f.data() + pm::eth::kEthHdr, h);
   if (!body.empty()) memcpy(f.data() + kBody, body.data(), body.size());
-  uint32_t c = pm::eth::crc32c(0, f.data() + pm::eth::kEthHdr, pm::eth::kPmHdr);
-  c = pm::eth::crc32c(c, f.data() + kBody, std::min<size_t>(h.len, body.size()));
+  uint32_t c = pm::eth::frame_sum(f.data() + pm::eth::kEthHdr, f.data() + kBody, std::min<size_t>(h.len, body.size()));
   pm::eth::put32(f.data() + pm::eth::kEthHdr + 44, c);
   return f;
 }
@@ -1177,7 +1176,7 @@ void check_from_dev(const RawRx& r, uint8_t type, uint32_t dst_epoch, uint16_t l
   cr_assert_geq(r.bytes.size(), kBody + len);
   std::vector<uint8_t> hdr(f + pm::eth::kEthHdr, f + kBody);
   pm::eth::put32(hdr.data() + 44, 0);
-  uint32_t c = pm::eth::crc32c(pm::eth::crc32c(0, hdr.data(), hdr.size()), f + kBody, len);
+  uint32_t c = pm::eth::frame_sum(hdr.data(), f + kBody, len);
   cr_assert_eq(r.h.csum, c, "checksum 0x%08x, want 0x%08x", r.h.csum, c);
 }
 
