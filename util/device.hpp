@@ -84,6 +84,12 @@ class Device {
     return -FI_ENOSYS;
   }
 
+  // Single copy the other way: writes `local` into the peer's memory.
+  virtual ssize_t write_remote(PeerId peer, const struct iovec* local, size_t lcnt,
+                               const struct iovec* remote, size_t rcnt) noexcept {
+    return -FI_ENOSYS;
+  }
+
   // Liveness of a peer with operations outstanding (slow path, may syscall).
   virtual bool peer_alive(PeerId peer) noexcept = 0;
 

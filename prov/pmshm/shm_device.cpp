@@ -365,6 +365,16 @@ ssize_t ShmDevice::read_remote(PeerId peer, const struct iovec* local, size_t lc
   return n;
 }
 
+ssize_t ShmDevice::write_remote(PeerId peer, const struct iovec* local, size_t lcnt,
+                                const struct iovec* remote, size_t rcnt) noexcept {
+  if (peer >= peers_.size() || !peers_[peer].region.mapped()) return -FI_ECONNRESET;
+  ssize_t n = process_vm_writev(pid_t(peers_[peer].region.hdr()->owner_pid), local, lcnt, remote, rcnt, 0);
+  if (n < 0) return -errno;
+  st_.cma_reads++;
+  st_.cma_bytes += uint64_t(n);
+  return n;
+}
+
 bool ShmDevice::peer_alive(PeerId peer) noexcept {
   if (peer >= peers_.size()) return false;
   Peer& p = peers_[peer];

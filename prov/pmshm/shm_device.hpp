@@ -41,6 +41,8 @@ class ShmDevice final : public Device {
   bool can_read_remote(PeerId peer) noexcept override;
   ssize_t read_remote(PeerId peer, const struct iovec* local, size_t lcnt, const struct iovec* remote,
                       size_t rcnt) noexcept override;
+  ssize_t write_remote(PeerId peer, const struct iovec* local, size_t lcnt, const struct iovec* remote,
+                       size_t rcnt) noexcept override;
   bool peer_alive(PeerId peer) noexcept override;
   int wait_fd() const noexcept override { return own_.wake_fd(); }
   void arm_wait(bool armed) noexcept override;

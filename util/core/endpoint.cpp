@@ -257,8 +257,12 @@ void Endpoint::on_packet(const RxPacket& pkt) noexcept {
     case kPktRts: on_rts(pkt.peer, h, pkt.payload, pkt.payload_len); break;
     case kPktCts: on_cts(pkt.peer, h); break;
     case kPktFin: on_fin(pkt.peer, h); break;
-    case kPktWrite: on_write(pkt.peer, h, pkt.payload, pkt.payload_len); break;
-    case kPktRead: on_read(pkt.peer, h); break;
+    case kPktWrite:
+    case kPktRead:
+      if (h.flags & kPktCma) on_rma_cma(pkt.peer, h, pkt.payload, pkt.payload_len);
+      else if (h.op == kPktWrite) on_write(pkt.peer, h, pkt.payload, pkt.payload_len);
+      else on_read(pkt.peer, h);
+      break;
     case kPktAtomic: on_atomic(pkt.peer, h, pkt.payload, pkt.payload_len); break;
     case kPktReadResp:
     case kPktAtomicResp:

@@ -142,7 +142,7 @@ class Endpoint final : public PacketSink {
   void fail_peer_ops(PeerId peer, int err);
   void on_cts(PeerId peer, const PktHdr& h);
   void on_fin(PeerId peer, const PktHdr& h);
-  void send_ctrl(PeerId peer, uint8_t op, uint64_t msg_id, uint64_t value);
+  void send_ctrl(PeerId peer, uint8_t op, uint64_t msg_id, uint64_t value, uint8_t flags = 0);
   void flush_ctrl();
   void check_timers();
   ssize_t queue_op(TxOp* op, bool copy_payload);  // FIFO per peer, sending what fits now
@@ -150,6 +150,7 @@ class Endpoint final : public PacketSink {
 
   // one-sided target side and replies (ep_rma.cpp)
   void on_write(PeerId peer, const PktHdr& h, const void* payload, size_t plen);
+  void on_rma_cma(PeerId peer, const PktHdr& h, const void* payload, size_t plen);
   void on_read(PeerId peer, const PktHdr& h);
   void on_atomic(PeerId peer, const PktHdr& h, const void* payload, size_t plen);
   void on_rma_reply(PeerId peer, const PktHdr& h, const void* payload, size_t plen);

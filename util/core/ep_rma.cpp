@@ -50,6 +50,9 @@ ssize_t Endpoint::rma(bool write, const struct iovec* iov, size_t iovcnt, fi_add
   op->hdr.offset = t.addr;
   op->hdr.msg_len = len;
   op->hdr.msg_id = (uint64_t(op->gen) << kIdBits) | op->index;
+  // Large transfers to a peer we can reach by single copy: the target
+  // checks the request, then copies straight between the two processes.
+  if (!inject && len > rndv_threshold_ && dev_->can_read_remote(peer)) op->hdr.flags |= kPktCma;
   std::copy(iov, iov + iovcnt, op->iov);
   op->iovcnt = iovcnt;
   return queue_op(op, inject);
@@ -161,6 +164,37 @@ void Endpoint::on_write(PeerId peer, const PktHdr& h, const void* payload, size_
   if (st) refuse(peer, "RMA write", h.tag, st);
   else remote_event(mr, true, &h);
   send_ctrl(peer, kPktRmaAck, h.msg_id, uint64_t(st));
+}
+
+// A single-copy write or read: checked like any other, then one CMA call
+// between the target's registered memory and the initiator's buffers.
+void Endpoint::on_rma_cma(PeerId peer, const PktHdr& h, const void* payload, size_t plen) {
+  bool write = h.op == kPktWrite;
+  const RemoteIov* riov = static_cast<const RemoteIov*>(payload);
+  size_t rcnt = std::min(plen / sizeof(RemoteIov), kMaxIov);
+  struct iovec local[kMaxIov], remote[kMaxIov];
+  size_t lcnt = 0;
+  Mr* mr = nullptr;
+  int st = dom_.mr_locate(h.tag, h.offset, h.msg_len, write ? FI_REMOTE_WRITE : FI_REMOTE_READ, local, kMaxIov,
+                          &lcnt, &mr);
+  size_t rlen = 0;
+  for (size_t i = 0; i < rcnt; i++) {
+    remote[i] = iovec{reinterpret_cast<void*>(riov[i].addr), size_t(riov[i].len)};
+    rlen += riov[i].len;
+  }
+  if (!st && rlen != h.msg_len) st = FI_EINVAL;
+  if (!st) {
+    ssize_t n = write ? dev_->read_remote(peer, local, lcnt, remote, rcnt)
+                      : dev_->write_remote(peer, local, lcnt, remote, rcnt);
+    if (n != ssize_t(h.msg_len)) {
+      PM_WARN(FI_LOG_EP_DATA, "single-copy %s with %s failed (%zd)", write ? "write" : "read",
+              peer_str(peer).c_str(), n);
+      st = FI_EIO;
+    }
+  }
+  if (st && st != FI_EIO) refuse(peer, write ? "RMA write" : "RMA read", h.tag, st);
+  if (!st) remote_event(mr, write, write ? &h : nullptr);
+  send_ctrl(peer, write ? kPktRmaAck : kPktReadResp, h.msg_id, uint64_t(st), kPktCma);
 }
 
 void Endpoint::on_read(PeerId peer, const PktHdr& h) {
@@ -284,7 +318,7 @@ void Endpoint::on_rma_reply(PeerId peer, const PktHdr& h, const void* payload, s
   TxOp* op = tx_by_id(h.msg_id);
   if (!op || op->state != TxOp::kWaitResp || op->peer != peer) return;
   int st = int(h.tag);
-  if (h.op == kPktReadResp && !st) {
+  if (h.op == kPktReadResp && !st && !(h.flags & kPktCma)) {
     size_t len = op->hdr.msg_len;
     if (h.offset < len) iov_copy_to(op->iov, op->iovcnt, h.offset, payload, std::min<size_t>(plen, len - h.offset));
     op->sent += plen;

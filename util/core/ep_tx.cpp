@@ -111,6 +111,13 @@ ssize_t Endpoint::queue_op(TxOp* op, bool copy_payload) {
   return 0;
 }
 
+// The op's buffers as the peer sees them (single copy), as one payload.
+static struct iovec remote_iovs(const TxOp* op, RemoteIov* riov) {
+  for (size_t i = 0; i < op->iovcnt; i++)
+    riov[i] = RemoteIov{reinterpret_cast<uint64_t>(op->iov[i].iov_base), op->iov[i].iov_len};
+  return iovec{riov, op->iovcnt * sizeof(RemoteIov)};
+}
+
 // Pushes the queue head as far as the device takes it. True when the op is
 // no longer at the head of its peer's queue (sent, waiting, or failed).
 bool Endpoint::advance_tx(TxOp* op) {
@@ -129,6 +136,15 @@ bool Endpoint::advance_tx(TxOp* op) {
     complete_tx(op, -rc);
     return true;
   };
+  if (op->hdr.flags & kPktCma) {  // one request naming our buffers
+    RemoteIov riov[kMaxIov];
+    struct iovec piov = remote_iovs(op, riov);
+    PktHdr h = op->hdr;
+    h.seg_len = uint32_t(piov.iov_len);
+    int rc = dev_->send(op->peer, h, &piov, 1, 0, piov.iov_len);
+    if (rc == -FI_EAGAIN) return false;
+    return rc < 0 ? failed(rc) : wait_reply();
+  }
   if (op->hdr.op == kPktRead || op->hdr.op == kPktAtomic) {  // one request packet
     size_t plen = op->hdr.op == kPktAtomic ? iov_total(op->iov, op->iovcnt) : 0;
     PktHdr h = op->hdr;
@@ -157,9 +173,7 @@ bool Endpoint::advance_tx(TxOp* op) {
   }
   if (op->hdr.op == kPktRts) {
     RemoteIov riov[kMaxIov];
-    for (size_t i = 0; i < op->iovcnt; i++)
-      riov[i] = RemoteIov{reinterpret_cast<uint64_t>(op->iov[i].iov_base), op->iov[i].iov_len};
-    struct iovec piov = {riov, op->iovcnt * sizeof(RemoteIov)};
+    struct iovec piov = remote_iovs(op, riov);
     PktHdr h = op->hdr;
     h.seg_len = uint32_t(piov.iov_len);
     int rc = dev_->send(op->peer, h, &piov, 1, 0, piov.iov_len);
@@ -319,9 +333,10 @@ void Endpoint::on_fin(PeerId peer, const PktHdr& h) {
   complete_tx(op, int(h.tag));
 }
 
-void Endpoint::send_ctrl(PeerId peer, uint8_t op, uint64_t msg_id, uint64_t value) {
+void Endpoint::send_ctrl(PeerId peer, uint8_t op, uint64_t msg_id, uint64_t value, uint8_t flags) {
   PktHdr h{};
   h.op = op;
+  h.flags = flags;
   h.msg_id = msg_id;
   if (op == kPktCts) h.msg_len = value;
   else h.tag = value;

@@ -44,6 +44,8 @@ enum PktFlags : uint8_t {
   kPktCqData = 1u << 1,
   kPktFetch = 1u << 2,    // atomic returns the old values
   kPktCompare = 1u << 3,  // atomic carries compare values
+  kPktCma = 1u << 4,      // RMA by single copy: payload = the initiator's
+                          // RemoteIov list; the reply carries no data
 };
 
 // Little-endian 64-bit value inside a payload.
