@@ -75,7 +75,9 @@ for mtu in $mtus; do
             measure "$tag" pingpong "$s" lat_us -- "$bin_dir/ft_pingpong" -p "$prov" -m tagged -S "$s" "${pin[@]}" "${extra[@]}"
         done
         measure "$tag" bw 1048576 bw_MBps -- "$bin_dir/ft_bw" -p "$prov" -S 1M "${pin[@]}" "${extra[@]}"
+        [[ $prov == udp* ]] || measure "$tag" rma_write 1048576 bw_MBps -- "$bin_dir/ft_rma_bw" -p "$prov" -m write -S 1M "${pin[@]}" "${extra[@]}"
     done
+    measure "pmeth_atomic@$mtu" pingpong 8 lat_us -- "$bin_dir/ft_pingpong" -p pmeth -m atomic -S 8 "${pin[@]}" "${extra[@]}"
     for s in 8 1024; do
         measure "raw@$mtu" pingpong "$s" lat_us -- "$bin_dir/ft_rawpp" -S "$s" "${pin[@]}" "${extra[@]}"
     done
@@ -89,6 +91,7 @@ for mtu in $mtus; do
     ratio_table "pmeth@$mtu" "tcp@$mtu"
     ratio_table "pmeth@$mtu" "udp@$mtu"
     ratio_table "pmeth@$mtu" "raw@$mtu"
+    ratio_table "pmeth_atomic@$mtu" "pmeth@$mtu"
     ((loss > 0)) && ratio_table "pmeth_loss$loss@$mtu" "pmeth@$mtu"
 done
 echo
