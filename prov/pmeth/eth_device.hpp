@@ -46,7 +46,6 @@ class EthDevice final : public Device {
   PeerId resolve(const void* name, size_t len) noexcept override;
   const void* peer_name(PeerId peer, size_t* len) const noexcept override;
   size_t max_payload() const noexcept override { return max_payload_; }
-  size_t inline_payload() const noexcept override { return max_payload_; }
   int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
            size_t len) noexcept override;
   void flush() noexcept override { wire_->tx_flush(); }

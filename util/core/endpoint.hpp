@@ -127,6 +127,9 @@ class Endpoint final : public PacketSink {
   uint64_t tx_op_flags() const { return tx_op_flags_; }
   uint64_t rx_op_flags() const { return rx_op_flags_; }
   size_t inject_size() const { return inject_size_; }
+  // Operations that can still be posted (fi_tx_size_left / fi_rx_size_left).
+  size_t tx_left() const { return tx_free_.size(); }
+  size_t rx_left() const { return rx_size_ - rx_outstanding_; }
 
  private:
   // tx (ep_tx.cpp)

@@ -147,7 +147,14 @@ int pm_ep_setopt(fid_t f, int level, int name, const void* val, size_t len) noex
   Endpoint* ep = Endpoint::from(f);
   return int(locked(ep, [&] { return ssize_t(ep->setopt(level, name, val, len)); }));
 }
-ssize_t pm_ep_size_left(fid_ep* f) noexcept { return 1; }
+ssize_t pm_ep_tx_left(fid_ep* f) noexcept {
+  Endpoint* ep = Endpoint::from(f);
+  return locked(ep, [&] { return ssize_t(ep->tx_left()); });
+}
+ssize_t pm_ep_rx_left(fid_ep* f) noexcept {
+  Endpoint* ep = Endpoint::from(f);
+  return locked(ep, [&] { return ssize_t(ep->rx_left()); });
+}
 
 int pm_ep_close(fid_t f) noexcept {
   Endpoint* ep = Endpoint::from(f);
@@ -345,8 +352,8 @@ extern const fi_ops_ep kEpOps = {
     .setopt = pm_ep_setopt,
     .tx_ctx = PM_ENOSYS(fi_ops_ep, tx_ctx),
     .rx_ctx = PM_ENOSYS(fi_ops_ep, rx_ctx),
-    .rx_size_left = pm_ep_size_left,
-    .tx_size_left = pm_ep_size_left,
+    .rx_size_left = pm_ep_rx_left,
+    .tx_size_left = pm_ep_tx_left,
 };
 
 extern const fi_ops_cm kEpCmOps = {

@@ -268,7 +268,6 @@ Test(shm, name_identifies_this_endpoint) {
   cr_assert_str_eq(s.c_str(), "");
 
   cr_assert_eq(g_a->max_payload(), kChunkSize);
-  cr_assert_eq(g_a->inline_payload(), kCellInline);
 }
 
 Test(shm, region_file_has_the_configured_layout) {
