@@ -28,6 +28,7 @@
 #include "eth_wire.hpp"
 #include "wire/loop_wire.hpp"
 #include "wire/wire.hpp"
+#include "packet_recorder.hpp"
 
 using pm::kNoPeer;
 using pm::PeerId;
@@ -130,20 +131,7 @@ std::vector<uint8_t> ghost_name(const EthDevice& same_segment, uint32_t ep) {
 void set_faults(const LoopFaults& f, const std::string& seg = g_seg) { pm::eth::loop_set_faults(seg, f); }
 
 // --- packets ----------------------------------------------------------------
-struct Got {
-  PeerId peer;
-  PktHdr hdr;
-  std::vector<uint8_t> data;
-};
-
-class Recorder final : public pm::PacketSink {
- public:
-  void on_packet(const pm::RxPacket& p) noexcept override {
-    const uint8_t* b = static_cast<const uint8_t*>(p.payload);
-    got.push_back({p.peer, *p.hdr, std::vector<uint8_t>(b, b + p.payload_len)});
-  }
-  std::vector<Got> got;
-};
+// Got and Recorder: packet_recorder.hpp
 Recorder g_ra, g_rb, g_rc;
 
 PktHdr make_hdr(uint64_t i, size_t len) {

@@ -28,6 +28,7 @@
 #include "shm_device.hpp"
 #include "shm_layout.hpp"
 #include "shm_region.hpp"
+#include "packet_recorder.hpp"
 
 using pm::kNoPeer;
 using pm::PeerId;
@@ -128,20 +129,7 @@ bool exists(const std::string& path) {
 }
 
 // --- packets ----------------------------------------------------------------
-struct Got {
-  PeerId peer;
-  PktHdr hdr;
-  std::vector<uint8_t> data;
-};
-
-class Recorder final : public pm::PacketSink {
- public:
-  void on_packet(const pm::RxPacket& p) noexcept override {
-    const uint8_t* b = static_cast<const uint8_t*>(p.payload);
-    got.push_back({p.peer, *p.hdr, std::vector<uint8_t>(b, b + p.payload_len)});
-  }
-  std::vector<Got> got;
-};
+// Got and Recorder: packet_recorder.hpp
 
 // A header the device must carry unchanged: never a whole single-packet eager
 // message (msg_len != len), which the device may send in a compact form.
