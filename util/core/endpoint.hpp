@@ -55,7 +55,8 @@ struct TxOp {
   size_t limit = 0;          // bytes to stream (CTS-accepted length)
   uint64_t start_ns = 0;
   uint64_t ticket = 0;       // device delivery ticket of the last packet
-  std::unique_ptr<uint8_t[]> inject;  // copy of an injected payload
+  std::unique_ptr<uint8_t[]> inject;  // copy of an injected payload, operands, results
+  size_t inject_cap = 0;
 };
 
 // A message being reassembled from DATA packets, keyed by (peer, msg_id).
@@ -148,7 +149,8 @@ class Endpoint final : public PacketSink {
   void send_ctrl(PeerId peer, uint8_t op, uint64_t msg_id, uint64_t value, uint8_t flags = 0);
   void flush_ctrl();
   void check_timers();
-  ssize_t queue_op(TxOp* op, bool copy_payload);  // FIFO per peer, sending what fits now
+  ssize_t queue_op(TxOp* op, bool copy_payload);
+  uint8_t* op_buffer(TxOp* op, size_t bytes);  // op->inject, at least `bytes`  // FIFO per peer, sending what fits now
   void count_tx(const TxOp* op, bool ok);
 
   // one-sided target side and replies (ep_rma.cpp)
@@ -174,6 +176,7 @@ class Endpoint final : public PacketSink {
   void complete_recv_err(RecvOp* r, int err, size_t len);
   void rematch_held();
   ssize_t peek(const RecvOp& want);
+  void discard(Unexp* u);
   void free_recv(RecvOp* r);
   RecvOp* alloc_recv();
   void multi_recv_done(RecvOp* r, Completion& c);

@@ -88,12 +88,10 @@ ssize_t Endpoint::atomic(const struct iovec* iov, size_t iovcnt, const struct io
   if (!o) return -FI_EAGAIN;
   // Operands (and compares) travel in one packet, copied now.
   size_t plen = opbytes + (compare ? count * sz : 0);
-  if (!o->inject || plen > std::max<size_t>(inject_size_, 1)) {
-    o->inject.reset(new uint8_t[std::max({plen, inject_size_, size_t(1)})]);
-  }
-  if (!reads) iov_copy_from(iov, iovcnt, 0, o->inject.get(), opbytes);
-  if (compare) iov_copy_from(cmp, cmpcnt, 0, o->inject.get() + opbytes, count * sz);
-  o->iov[0] = iovec{o->inject.get(), plen};
+  uint8_t* buf = op_buffer(o, plen);
+  if (!reads) iov_copy_from(iov, iovcnt, 0, buf, opbytes);
+  if (compare) iov_copy_from(cmp, cmpcnt, 0, buf + opbytes, count * sz);
+  o->iov[0] = iovec{buf, plen};
   o->iovcnt = 1;
   std::copy(res, res + rescnt, o->res);
   o->rescnt = rescnt;
@@ -282,9 +280,7 @@ void Endpoint::on_atomic(PeerId peer, const PktHdr& h, const void* payload, size
   const uint8_t* cmp = compare ? static_cast<const uint8_t*>(payload) + count * sz : nullptr;
   uint8_t* old = nullptr;
   if (resp) {
-    if (!resp->inject || count * sz > std::max<size_t>(inject_size_, 1))
-      resp->inject.reset(new uint8_t[std::max({count * sz, inject_size_, size_t(1)})]);
-    old = resp->inject.get();
+    old = op_buffer(resp, count * sz);
   }
   atomic_apply(dt, op, va, operand, cmp, old, count);
   // fi_endpoint(3): an endpoint's FI_REMOTE_WRITE counter counts RMA writes and

@@ -108,10 +108,7 @@ ssize_t Endpoint::recv(const struct iovec* iov, size_t iovcnt, fi_addr_t src, ui
     if (flags & FI_DISCARD) {
       Completion c{context, rx_flags(u->hdr), 0, nullptr, u->hdr.cq_data, u->hdr.tag,
                    addr_of(u->peer), 0, 0};
-      matcher_.unexpected(u->tagged()).remove(u);
-      if (u->hdr.op == kPktRts) send_ctrl(u->peer, kPktFin, u->hdr.msg_id, 0);
-      if (!u->complete()) u->claim_ctx = kDiscarded;  // freed when the rest arrives
-      else delete u;
+      discard(u);
       free_recv(r);
       write_cq(rx_cq_, c);
       return 0;
@@ -138,6 +135,15 @@ ssize_t Endpoint::recv(const struct iovec* iov, size_t iovcnt, fi_addr_t src, ui
   return 0;
 }
 
+// FI_DISCARD: drops an unexpected message; a rendezvous sender is released
+// (FIN), one still arriving is freed when its last segment comes.
+void Endpoint::discard(Unexp* u) {
+  matcher_.unexpected(u->tagged()).remove(u);
+  if (u->hdr.op == kPktRts) send_ctrl(u->peer, kPktFin, u->hdr.msg_id, 0);
+  if (!u->complete()) u->claim_ctx = kDiscarded;
+  else delete u;
+}
+
 ssize_t Endpoint::peek(const RecvOp& want) {
   Unexp* u = matcher_.find_unexpected(want.src, want.tagged, want.tag, want.ignore);
   if (!u) {
@@ -149,10 +155,7 @@ ssize_t Endpoint::peek(const RecvOp& want) {
   Completion c{want.context, rx_flags(u->hdr), size_t(u->hdr.msg_len), nullptr, u->hdr.cq_data,
                u->hdr.tag, addr_of(u->peer), 0, 0};
   if (want.flags & FI_DISCARD) {
-    matcher_.unexpected(u->tagged()).remove(u);
-    if (u->hdr.op == kPktRts) send_ctrl(u->peer, kPktFin, u->hdr.msg_id, 0);
-    if (!u->complete()) u->claim_ctx = kDiscarded;
-    else delete u;
+    discard(u);
   } else if (want.flags & FI_CLAIM) {
     u->claim_ctx = want.context;
   }

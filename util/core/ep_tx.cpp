@@ -82,6 +82,17 @@ ssize_t Endpoint::send(const struct iovec* iov, size_t iovcnt, fi_addr_t dest, u
   return queue_op(op, inject);
 }
 
+// The op's own buffer, kept across reuses of the op slot: grown to at least
+// `bytes` (and never below inject_size, so injects never reallocate).
+uint8_t* Endpoint::op_buffer(TxOp* op, size_t bytes) {
+  size_t want = std::max({bytes, inject_size_, size_t(1)});
+  if (op->inject_cap < want) {
+    op->inject.reset(new uint8_t[want]);
+    op->inject_cap = want;
+  }
+  return op->inject.get();
+}
+
 // Appends the op to its peer's FIFO and sends what the device takes now.
 // An injected payload still queued is copied before the call returns
 // (offsets stay valid: the copy holds the whole payload).
@@ -97,9 +108,9 @@ ssize_t Endpoint::queue_op(TxOp* op, bool copy_payload) {
   dev_->flush();
   if (copy_payload && op->state == TxOp::kQueued) {
     size_t len = iov_total(op->iov, op->iovcnt);
-    if (!op->inject) op->inject.reset(new uint8_t[std::max<size_t>(inject_size_, 1)]);
-    iov_copy_from(op->iov, op->iovcnt, 0, op->inject.get(), len);
-    op->iov[0].iov_base = op->inject.get();
+    uint8_t* buf = op_buffer(op, len);
+    iov_copy_from(op->iov, op->iovcnt, 0, buf, len);
+    op->iov[0].iov_base = buf;
     op->iov[0].iov_len = len;
     op->iovcnt = 1;
   }
