@@ -53,8 +53,9 @@ class Device {
   // The name of a peer id (for FI_SOURCE lookups); nullptr if unknown.
   virtual const void* peer_name(PeerId peer, size_t* len) const noexcept = 0;
 
-  // Largest payload of one packet.
+  // Largest payload of one packet: to any peer, and to this one.
   virtual size_t max_payload() const noexcept = 0;
+  virtual size_t max_payload(PeerId) const noexcept { return max_payload(); }
 
   // Sends one packet: 0, -FI_EAGAIN (no room now; retry), or an error that
   // means the peer cannot be reached (-FI_EHOSTUNREACH, -FI_ECONNRESET).

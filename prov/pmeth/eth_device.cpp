@@ -1,7 +1,9 @@
 #include "eth_device.hpp"
 
 #include <arpa/inet.h>
+#include <sys/epoll.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -20,6 +22,10 @@ constexpr uint64_t kTicketMask = (uint64_t(1) << kTicketBits) - 1;
 constexpr size_t kBodyOff = kEthHdr + kPmHdr;
 constexpr uint32_t kMaxProbes = 5;
 constexpr unsigned kIdleClockPolls = 16;
+constexpr size_t kStripeMin = 512;             // smaller frames are not striped
+constexpr uint64_t kLinkCheckNs = 20000000;    // local link state, every 20 ms
+constexpr uint64_t kRailProbeNs = 50000000;    // a rail out of use is probed every 50 ms
+constexpr uint64_t kNakHoldMinNs = 100000;     // trunks: a gap may be striping, not loss
 
 uint32_t random32() {
   uint32_t v = 0;
@@ -37,16 +43,49 @@ uint64_t mac48(const uint8_t* m) {
 
 std::unique_ptr<EthDevice> EthDevice::open(const DeviceConfig& cfg, std::unique_ptr<Wire> wire,
                                            uint32_t ep_id) {
-  return std::unique_ptr<EthDevice>(new EthDevice(cfg, std::move(wire), ep_id));
+  std::vector<std::unique_ptr<Wire>> rails;
+  rails.push_back(std::move(wire));
+  int err = 0;
+  return open(cfg, std::move(rails), ep_id, &err);
 }
 
-EthDevice::EthDevice(const DeviceConfig& cfg, std::unique_ptr<Wire> wire, uint32_t ep_id)
-    : cfg_(cfg), wire_(std::move(wire)), ep_id_(ep_id), epoch_(random32()), rng_(random32()) {
+std::unique_ptr<EthDevice> EthDevice::open(const DeviceConfig& cfg, std::vector<std::unique_ptr<Wire>> rails,
+                                           uint32_t ep_id, int* err) {
+  if (rails.empty() || rails.size() > kMaxRails) {
+    *err = -FI_EINVAL;
+    return nullptr;
+  }
+  std::unique_ptr<EthDevice> d(new EthDevice(cfg, std::move(rails), ep_id));
+  if (d->rails_.size() > 1) {
+    d->epfd_.reset(epoll_create1(EPOLL_CLOEXEC));
+    if (!d->epfd_) {
+      *err = -FI_ENOMEM;
+      return nullptr;
+    }
+    for (Rail& r : d->rails_) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      if (epoll_ctl(d->epfd_.get(), EPOLL_CTL_ADD, r.wire->fd(), &ev) != 0) {
+        *err = -FI_EIO;
+        return nullptr;
+      }
+    }
+  }
+  return d;
+}
+
+EthDevice::EthDevice(const DeviceConfig& cfg, std::vector<std::unique_ptr<Wire>> rails, uint32_t ep_id)
+    : cfg_(cfg), ep_id_(ep_id), epoch_(random32()), rng_(random32()) {
   self_.ep_id = ep_id_;
   self_.host = cfg.host;
-  memcpy(self_.mac, wire_->mac(), 6);
+  self_.rails = uint8_t(rails.size());
+  size_t mtu = SIZE_MAX;
+  for (size_t r = 0; r < rails.size(); r++) {
+    memcpy(self_.mac[r], rails[r]->mac(), 6);
+    mtu = std::min(mtu, rails[r]->mtu());
+    rails_.push_back(Rail{std::move(rails[r])});
+  }
   encode_name(name_, self_);
-  size_t mtu = wire_->mtu();
   max_payload_ = mtu > kPmHdr + kCoreHdr + 64 ? mtu - kPmHdr - kCoreHdr : 64;
   if (cfg_.window < 8) cfg_.window = 8;
   scratch_.resize(kEthHdr + mtu + 64);
@@ -54,13 +93,31 @@ EthDevice::EthDevice(const DeviceConfig& cfg, std::unique_ptr<Wire> wire, uint32
   update_window(now_ns());
 }
 
-EthDevice::~EthDevice() { wire_->tx_flush(); }
+EthDevice::~EthDevice() { flush(); }
+
+void EthDevice::set_shm_part(uint32_t uid, uint32_t pid, uint64_t key) {
+  self_.has_shm = true;
+  self_.shm_uid = uid;
+  self_.shm_pid = pid;
+  self_.shm_key = key;
+  encode_name(name_, self_);
+}
 
 std::string EthDevice::format_name(const EthName& n) {
-  char buf[96];
-  snprintf(buf, sizeof buf, "pmeth://%02x:%02x:%02x:%02x:%02x:%02x/%08x@%016llx", n.mac[0], n.mac[1],
-           n.mac[2], n.mac[3], n.mac[4], n.mac[5], n.ep_id, (unsigned long long)n.host);
-  return buf;
+  std::string s = "pmeth://";
+  char buf[64];
+  for (unsigned r = 0; r < n.rails; r++) {
+    const uint8_t* m = n.mac[r];
+    snprintf(buf, sizeof buf, "%s%02x:%02x:%02x:%02x:%02x:%02x", r ? "+" : "", m[0], m[1], m[2], m[3], m[4], m[5]);
+    s += buf;
+  }
+  snprintf(buf, sizeof buf, "/%08x@%016llx", n.ep_id, (unsigned long long)n.host);
+  s += buf;
+  if (n.has_shm) {
+    snprintf(buf, sizeof buf, ";shm=%016llx", (unsigned long long)n.shm_key);
+    s += buf;
+  }
+  return s;
 }
 
 std::string EthDevice::name_str(const void* name, size_t len) const {
@@ -76,7 +133,7 @@ PeerId EthDevice::peer_by_addr(const uint8_t* mac, uint32_t ep_id) {
   peers_.emplace_back();
   Peer& p = peers_.back();
   p.name.ep_id = ep_id;
-  memcpy(p.name.mac, mac, 6);
+  memcpy(p.name.mac[0], mac, 6);
   encode_name(p.name_bytes, p.name);
   p.rto_ns = uint64_t(cfg_.rto_init_us) * 1000;
   p.peer_window = uint16_t(std::min<uint32_t>(cfg_.window, 65535));
@@ -88,17 +145,24 @@ PeerId EthDevice::resolve(const void* name, size_t len) noexcept {
   EthName n;
   if (!decode_name(name, len, &n)) return kNoPeer;
   try {
-    PeerId id = peer_by_addr(n.mac, n.ep_id);
-    Peer& p = peers_[id];
-    if (!p.name_known) {
-      p.name = n;
-      memcpy(p.name_bytes, name, kNameLen);
-      p.name_known = true;
-    }
+    PeerId id = peer_by_addr(n.mac[0], n.ep_id);
+    learn_name(id, n, name);
     return id;
   } catch (...) {
     return kNoPeer;
   }
+}
+
+// The first name learnt for a peer stays (AV insert or handshake); every
+// rail's MAC then leads to it.
+void EthDevice::learn_name(PeerId id, const EthName& n, const void* bytes) {
+  Peer& p = peers_[id];
+  if (p.name_known) return;
+  p.name = n;
+  memcpy(p.name_bytes, bytes, kNameLen);
+  p.name_known = true;
+  p.rails = uint8_t(std::min<size_t>(n.rails, rails_.size()));
+  for (unsigned r = 0; r < n.rails; r++) by_addr_[AddrKey{mac48(n.mac[r]), n.ep_id}] = id;
 }
 
 const void* EthDevice::peer_name(PeerId peer, size_t* len) const noexcept {
@@ -109,9 +173,55 @@ const void* EthDevice::peer_name(PeerId peer, size_t* len) const noexcept {
 
 uint32_t EthDevice::now_us() const { return uint32_t(now_ns() / 1000); }
 
+// Control frames (ACKs, NAKs) rotate over the usable rails, so that each
+// one carries frames back and its silence means something.
+unsigned EthDevice::ctrl_rail(Peer& p) {
+  if (p.rails == 1) return 0;
+  for (unsigned k = 0; k < p.rails; k++) {
+    unsigned r = p.ack_rr++ % p.rails;
+    if (rail_usable(p, r)) return r;
+  }
+  return 0;
+}
+
+unsigned EthDevice::data_rail(Peer& p, size_t flen) {
+  if (p.rails == 1) return 0;
+  if (flen >= kStripeMin) {
+    for (unsigned k = 0; k < p.rails; k++) {
+      unsigned r = p.tx_rr++ % p.rails;
+      if (rail_usable(p, r)) return r;
+    }
+  }
+  for (unsigned r = 0; r < p.rails; r++)
+    if (rail_usable(p, r)) return r;
+  return 0;
+}
+
+// The next usable rail after r (r itself when it is the only one).
+unsigned EthDevice::other_rail(const Peer& p, unsigned r) const {
+  for (unsigned k = 1; k <= p.rails; k++) {
+    unsigned o = (r + k) % p.rails;
+    if (rail_usable(p, o)) return o;
+  }
+  return r;
+}
+
+// Rail r is out of use for p: what was sent on it and is not yet
+// acknowledged goes again on the others.
+void EthDevice::rail_failover(Peer& p, unsigned r) {
+  if (p.state != Peer::kUp || p.ring.empty()) return;
+  for (uint32_t s = p.una; seq_lt(s, p.next_seq); s++) {
+    TxSlot& t = p.ring[s % cfg_.window];
+    if (t.seq == s && t.rail == r) {
+      unsigned o = other_rail(p, r);
+      if (o == r) break;
+      retransmit(p, s, int(o));
+      rails_[r].failovers++;
+    }
+  }
+}
+
 void EthDevice::build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint16_t len) {
-  memcpy(f, p.name.mac, 6);
-  memcpy(f + 6, self_.mac, 6);
   f[12] = uint8_t(cfg_.ethertype >> 8);
   f[13] = uint8_t(cfg_.ethertype);
   FrameHdr h;
@@ -139,14 +249,22 @@ void EthDevice::seal(uint8_t* f, size_t len) {
   put32(f + kEthHdr + 44, frame_sum(f + kEthHdr, f + kBodyOff, len - kBodyOff));
 }
 
-bool EthDevice::emit(const uint8_t* f, size_t len) {
+// Addresses the frame for `rail` and queues it there.
+bool EthDevice::emit(Peer& p, unsigned rail, uint8_t* f, size_t len) {
+  memcpy(f, p.name.mac[rail], 6);
+  memcpy(f + 6, self_.mac[rail], 6);
   Frame fr{f, len};
-  if (wire_->tx_burst(&fr, 1) == 1) return true;
+  Rail& r = rails_[rail];
+  if (r.wire->tx_burst(&fr, 1) == 1) {
+    r.tx_frames++;
+    r.tx_bytes += len;
+    return true;
+  }
   st_.tx_full++;
   return false;
 }
 
-void EthDevice::send_ctrl(Peer& p, uint8_t type) {
+void EthDevice::send_ctrl(Peer& p, uint8_t type, int rail) {
   uint8_t* f = scratch_.data();
   uint16_t len = 0;
   if (type == kNak) {
@@ -162,7 +280,7 @@ void EthDevice::send_ctrl(Peer& p, uint8_t type) {
   }
   build_hdr(f, p, type, 0, len);
   seal(f, kBodyOff + len);
-  if (emit(f, kBodyOff + len) && (type == kAck || type == kNak)) {
+  if (emit(p, rail < 0 ? ctrl_rail(p) : unsigned(rail), f, kBodyOff + len) && (type == kAck || type == kNak)) {
     p.rx_since_ack = 0;
     p.ack_deadline = 0;
   }
@@ -174,7 +292,7 @@ void EthDevice::send_hello(Peer& p, uint8_t type) {
   build_hdr(f, p, type, 0, uint16_t(kNameLen));
   memcpy(f + kBodyOff, name_, kNameLen);
   seal(f, kBodyOff + kNameLen);
-  emit(f, kBodyOff + kNameLen);
+  emit(p, ctrl_rail(p), f, kBodyOff + kNameLen);
   p.tx_frames++;
 }
 
@@ -189,7 +307,7 @@ int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
     encode_core(f + kBodyOff, hdr);
     iov_copy_from(iov, iovcnt, offset, f + kFrameOverhead, len);
     seal(f, flen);
-    if (!emit(f, flen)) return -FI_EAGAIN;
+    if (!emit(p, 0, f, flen)) return -FI_EAGAIN;
     p.tx_frames++;
     p.tx_bytes += flen;
     return 0;
@@ -204,7 +322,7 @@ int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
     send_hello(p, kHello);
     p.state = Peer::kHelloSent;
     p.hello_deadline = now + p.rto_ns;
-    wire_->tx_flush();
+    flush();
     return -FI_EAGAIN;
   case Peer::kHelloSent:
     return -FI_EAGAIN;
@@ -223,8 +341,16 @@ int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
   encode_core(f + kBodyOff, hdr);
   iov_copy_from(iov, iovcnt, offset, f + kFrameOverhead, len);
   seal(f, flen);
-  if (!emit(f, flen)) return -FI_EAGAIN;
+  unsigned rail = data_rail(p, flen);
+  if (!emit(p, rail, f, flen)) {
+    // That rail's ring is full: another may have room (a slower rail
+    // takes fewer frames).
+    unsigned o = other_rail(p, rail);
+    if (o == rail || !emit(p, o, f, flen)) return -FI_EAGAIN;
+    rail = o;
+  }
   s.frame.resize(flen);
+  s.rail = uint8_t(rail);
   s.seq = p.next_seq;
   s.sent_ns = now;
   p.next_seq++;
@@ -251,7 +377,9 @@ int EthDevice::tx_state(PeerId peer, uint64_t ticket) noexcept {
   return (ticket & kTicketMask) <= (p.tickets_acked & kTicketMask) ? 1 : 0;
 }
 
-void EthDevice::retransmit(Peer& p, uint32_t seq) {
+// Resends one frame: on `rail`, or (-1) where it went before while that
+// rail is usable.
+void EthDevice::retransmit(Peer& p, uint32_t seq, int rail) {
   if (seq_lt(seq, p.una) || !seq_lt(seq, p.next_seq)) return;
   TxSlot& s = p.ring[seq % cfg_.window];
   if (s.seq != seq || s.frame.empty()) return;
@@ -264,8 +392,10 @@ void EthDevice::retransmit(Peer& p, uint32_t seq) {
   h.csum = 0;
   encode_hdr(f + kEthHdr, h);
   seal(f, s.frame.size());
-  if (emit(f, s.frame.size())) {
+  unsigned r = rail >= 0 ? unsigned(rail) : rail_usable(p, s.rail) ? s.rail : other_rail(p, s.rail);
+  if (emit(p, r, f, s.frame.size())) {
     s.sent_ns = now_ns();
+    s.rail = uint8_t(r);
     p.retrans++;
   }
 }
@@ -311,6 +441,7 @@ void EthDevice::reset_peer(Peer& p, bool) {
   p.tries = 0;
   p.rx_since_ack = 0;
   p.ack_deadline = 0;
+  p.gap_since_ns = 0;
   for (auto& r : p.reorder) r.present = false;
 }
 
@@ -323,7 +454,7 @@ void EthDevice::declare_unreachable(Peer& p, const char* why) {
   p.reorder.clear();
 }
 
-void EthDevice::handle_frame(const uint8_t* f, size_t len, PacketSink& sink, uint64_t now) {
+void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, PacketSink& sink, uint64_t now) {
   if (len < kBodyOff || ((uint16_t(f[12]) << 8) | f[13]) != cfg_.ethertype) {
     st_.bad_len++;
     return;
@@ -369,6 +500,8 @@ void EthDevice::handle_frame(const uint8_t* f, size_t len, PacketSink& sink, uin
   p.probes = 0;
   p.rx_frames++;
   p.rx_bytes += len;
+  rails_[rail].rx_frames++;
+  rails_[rail].rx_bytes += len;
   const uint8_t* body = f + kBodyOff;
 
   if (h.type == kDgram) {
@@ -378,8 +511,8 @@ void EthDevice::handle_frame(const uint8_t* f, size_t len, PacketSink& sink, uin
   if (!cfg_.reliable) return;
   if (h.type == kHello || h.type == kHelloAck) {
     EthName n;
-    if (h.len < kNameLen || !decode_name(body, kNameLen, &n) || n.ep_id != h.src_ep ||
-        memcmp(n.mac, f + 6, 6) != 0) {
+    if (h.len < kNameLen || !decode_name(body, kNameLen, &n) || n.ep_id != h.src_ep || rail >= n.rails ||
+        memcmp(n.mac[rail], f + 6, 6) != 0) {
       st_.bad_len++;
       return;
     }
@@ -387,11 +520,7 @@ void EthDevice::handle_frame(const uint8_t* f, size_t len, PacketSink& sink, uin
       st_.stale++;
       return;
     }
-    if (!p.name_known) {
-      p.name = n;
-      memcpy(p.name_bytes, body, kNameLen);
-      p.name_known = true;
-    }
+    learn_name(id, n, body);
     // An unreachable peer stays so, unless it restarted (a new epoch).
     if (p.state == Peer::kUnreachable && p.epoch == h.src_epoch) return;
     if (p.epoch && p.epoch != h.src_epoch) {
@@ -430,6 +559,13 @@ void EthDevice::handle_frame(const uint8_t* f, size_t len, PacketSink& sink, uin
     st_.stale++;
     return;
   }
+  if (rail < kMaxRails) {
+    p.rail_heard_ns[rail] = now;
+    if (p.rail_down[rail]) {
+      p.rail_down[rail] = false;
+      PM_INFO(FI_LOG_EP_DATA, "rail %u to %s carries frames again", rail, format_name(p.name).c_str());
+    }
+  }
   handle_ack(p, h.ack, h.window, h.ts_echo, now);
   switch (h.type) {
   case kData: {
@@ -437,6 +573,7 @@ void EthDevice::handle_frame(const uint8_t* f, size_t len, PacketSink& sink, uin
     if (h.seq == p.expected) {
       p.last_ts = h.ts;
       p.expected++;
+      p.gap_since_ns = 0;
       deliver(id, body, h.len, sink);
       Peer& q = peers_[id];
       // Frames that arrived early and are now in order.
@@ -476,7 +613,14 @@ void EthDevice::handle_frame(const uint8_t* f, size_t len, PacketSink& sink, uin
           p.dups++;
         }
       }
-      if (p.nak_seq != p.expected || now - p.nak_sent_ns > p.rto_ns / 2) {
+      // Over a trunk a gap is usually a frame still on a slower rail: a
+      // LOSE waits until the gap has lasted a while.
+      bool hold = false;
+      if (p.rails > 1) {
+        if (!p.gap_since_ns) p.gap_since_ns = now;
+        hold = now - p.gap_since_ns < std::max<uint64_t>(kNakHoldMinNs, p.srtt_ns / 2);
+      }
+      if (!hold && (p.nak_seq != p.expected || now - p.nak_sent_ns > p.rto_ns / 2)) {
         send_ctrl(p, kNak);
         p.nak_seq = p.expected;
         p.nak_sent_ns = now;
@@ -495,7 +639,7 @@ void EthDevice::handle_frame(const uint8_t* f, size_t len, PacketSink& sink, uin
     break;
   }
   case kProbe:
-    send_ctrl(p, kAck);
+    send_ctrl(p, kAck, int(rail));  // back on the rail it came by: that rail is probed
     break;
   default:
     break;
@@ -508,7 +652,8 @@ void EthDevice::handle_frame(const uint8_t* f, size_t len, PacketSink& sink, uin
 // before its ring overflows (the seed's STOP/GO, as credits).
 void EthDevice::update_window(uint64_t now) {
   next_window_ns_ = now + 1000000;  // once per millisecond
-  size_t cap = wire_->rx_capacity();
+  size_t cap = 0;
+  for (const Rail& r : rails_) cap += r.wire->rx_capacity();
   if (!cap) return;
   size_t active = 0;
   for (const Peer& p : peers_)
@@ -533,26 +678,73 @@ void EthDevice::run_timers(uint64_t now) {
         declare_unreachable(p, "no acknowledgement after the retry budget");
         continue;
       }
-      retransmit(p, p.una);
+      int rail = -1;
+      if (p.rails > 1) {
+        // Nothing heard on the rail the oldest frame took, for a whole
+        // RTO: that rail is out of use for this peer until it answers.
+        unsigned r = p.ring[p.una % cfg_.window].rail;
+        if (!p.rail_down[r] && now - p.rail_heard_ns[r] > p.rto_ns && other_rail(p, r) != r) {
+          p.rail_down[r] = true;
+          p.rail_probe_ns[r] = now;
+          PM_INFO(FI_LOG_EP_DATA, "rail %u to %s is silent: its frames go on the other rails", r,
+                  format_name(p.name).c_str());
+          rail_failover(p, r);
+        }
+        rail = int(other_rail(p, r));
+      }
+      retransmit(p, p.una, rail);
       p.rto_deadline = now + std::min(p.rto_ns << std::min(p.tries, 16u), rto_max);
     }
+    if (p.state == Peer::kUp)
+      for (unsigned r = 0; r < p.rails; r++)
+        if (p.rail_down[r] && rails_[r].up && now - p.rail_probe_ns[r] >= kRailProbeNs) {
+          send_ctrl(p, kProbe, int(r));
+          p.rail_probe_ns[r] = now;
+        }
+  }
+}
+
+// Local link state of every rail: a rail whose link went down takes no
+// frames, and what it held unacknowledged goes on the others.
+void EthDevice::check_links(uint64_t now) {
+  next_link_ns_ = now + kLinkCheckNs;
+  for (unsigned r = 0; r < rails_.size(); r++) {
+    Rail& rl = rails_[r];
+    bool up = rl.wire->link_up();
+    if (up == rl.up) continue;
+    rl.up = up;
+    PM_INFO(FI_LOG_EP_DATA, "rail %u (%s) link %s", r, format_name(self_).c_str(), up ? "up" : "down");
+    if (up) continue;
+    rl.downs++;
+    for (Peer& p : peers_)
+      if (p.rails > 1) rail_failover(p, r);
   }
 }
 
 int EthDevice::poll(PacketSink& sink, int budget) noexcept {
   Frame fr[32];
-  int n = wire_->rx_burst(fr, std::min(budget, 32));
-  // An empty poll is a read of the ring: the clock (expensive in virtual
-  // machines) is read only with frames, or every kIdleClockPolls empty polls
-  // for the timers.
-  if (n == 0 && ++idle_polls_ < kIdleClockPolls) {
-    wire_->tx_flush();
+  int total = 0;
+  uint64_t now = 0;
+  // An empty poll is a read of each rail's ring: the clock (expensive in
+  // virtual machines) is read only with frames, or every kIdleClockPolls
+  // empty polls for the timers.
+  for (unsigned r = 0; r < rails_.size(); r++) {
+    Wire& w = *rails_[r].wire;
+    int n = w.rx_burst(fr, std::min(budget - total, 32));
+    if (n == 0) continue;
+    if (!now) now = now_ns();
+    for (int i = 0; i < n; i++) handle_frame(r, fr[i].data, fr[i].len, sink, now);
+    w.rx_release();
+    total += n;
+    if (total >= budget) break;
+  }
+  if (total == 0 && ++idle_polls_ < kIdleClockPolls) {
+    flush();
     return 0;
   }
   idle_polls_ = 0;
-  uint64_t now = now_ns();
-  for (int i = 0; i < n; i++) handle_frame(fr[i].data, fr[i].len, sink, now);
-  wire_->rx_release();
+  if (!now) now = now_ns();
+  int n = total;
   if (!ack_due_.empty()) {
     size_t keep = 0;
     for (PeerId id : ack_due_) {
@@ -569,7 +761,8 @@ int EthDevice::poll(PacketSink& sink, int budget) noexcept {
     next_timer_ns_ = now + 10000;
   }
   if (now >= next_window_ns_) update_window(now);
-  wire_->tx_flush();
+  if (rails_.size() > 1 && now >= next_link_ns_) check_links(now);
+  flush();
   return n;
 }
 
@@ -593,14 +786,22 @@ bool EthDevice::peer_alive(PeerId peer) noexcept {
     }
     send_ctrl(p, kProbe);
     p.probe_sent_ns = now;
-    wire_->tx_flush();
+    flush();
   }
   return true;
 }
 
 std::string EthDevice::stats() const {
-  std::string s = format_name(self_) + " wire=" + wire_->kind();
+  std::string s = format_name(self_) + " wire=" + rails_[0].wire->kind();
   char buf[512];
+  for (unsigned r = 0; r < rails_.size(); r++) {
+    const Rail& rl = rails_[r];
+    snprintf(buf, sizeof buf, " rail%u: %s tx_frames=%llu tx_bytes=%llu rx_frames=%llu rx_bytes=%llu downs=%llu failovers=%llu;", r,
+             rl.up ? "up" : "down", (unsigned long long)rl.tx_frames, (unsigned long long)rl.tx_bytes,
+             (unsigned long long)rl.rx_frames, (unsigned long long)rl.rx_bytes, (unsigned long long)rl.downs,
+             (unsigned long long)rl.failovers);
+    s += buf;
+  }
   snprintf(buf, sizeof buf,
            " drops: bad_len=%llu bad_version=%llu bad_job=%llu bad_ep=%llu bad_csum=%llu stale=%llu "
            "injected=%llu tx_ring_full=%llu",

@@ -2,6 +2,13 @@
 // piggy-backed coalesced ACKs, LOSE with a selective bitmap, receiver window
 // as STOP/GO, RTO from measured RTT, epoch handshake) over a wire backend.
 // Unreliable datagram endpoints use the same framing without sequencing.
+// Network trunking (PMv2's, improved): one device may drive several rails
+// (wires on different NICs) as one channel. The sequence space is per peer,
+// not per rail, so the receiver's reorder buffer is the seed's ordering
+// queue; large frames are striped round-robin over the usable rails, small
+// ones stay on one rail, and a rail whose link goes down or that stops
+// hearing from a peer is taken out of use with its unacknowledged frames
+// resent on the others (the sequence numbers make duplicates harmless).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/unique_fd.hpp"
 #include "device.hpp"
 #include "eth_wire.hpp"
 #include "wire/wire.hpp"
@@ -38,6 +46,14 @@ class EthDevice final : public Device {
  public:
   static std::unique_ptr<EthDevice> open(const DeviceConfig& cfg, std::unique_ptr<Wire> wire,
                                          uint32_t ep_id);
+  // A trunk: rails[i] pairs with the peer's rail i (1..kMaxRails rails).
+  static std::unique_ptr<EthDevice> open(const DeviceConfig& cfg, std::vector<std::unique_ptr<Wire>> rails,
+                                         uint32_t ep_id, int* err);
+  // Adds the shared-memory part to this endpoint's name (the composite
+  // device does, before any traffic).
+  void set_shm_part(uint32_t uid, uint32_t pid, uint64_t key);
+  const EthName& self() const noexcept { return self_; }
+  size_t rails() const noexcept { return rails_.size(); }
   ~EthDevice() override;
 
   const void* name() const noexcept override { return name_; }
@@ -48,12 +64,14 @@ class EthDevice final : public Device {
   size_t max_payload() const noexcept override { return max_payload_; }
   int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
            size_t len) noexcept override;
-  void flush() noexcept override { wire_->tx_flush(); }
+  void flush() noexcept override {
+    for (Rail& r : rails_) r.wire->tx_flush();
+  }
   uint64_t tx_ticket(PeerId peer) const noexcept override;
   int tx_state(PeerId peer, uint64_t ticket) noexcept override;
   int poll(PacketSink& sink, int budget) noexcept override;
   bool peer_alive(PeerId peer) noexcept override;
-  int wait_fd() const noexcept override { return wire_->fd(); }
+  int wait_fd() const noexcept override { return rails_.size() == 1 ? rails_[0].wire->fd() : epfd_.get(); }
   void arm_wait(bool) noexcept override {}
   void drain_wait() noexcept override {}
   std::string stats() const override;
@@ -65,6 +83,7 @@ class EthDevice final : public Device {
     std::vector<uint8_t> frame;
     uint32_t seq = 0;
     uint64_t sent_ns = 0;
+    uint8_t rail = 0;             // where it last went
   };
   struct RxSlot {
     std::vector<uint8_t> frame;
@@ -100,6 +119,14 @@ class EthDevice final : public Device {
     uint64_t nak_sent_ns = 0;
     uint32_t nak_seq = 0;
     std::vector<RxSlot> reorder;
+    uint64_t gap_since_ns = 0;    // trunks: when the current reorder gap opened
+    // rails (trunks): how many are shared with this peer, which ones are
+    // out of use for it, when each last carried a frame from it
+    uint8_t rails = 1;
+    uint8_t tx_rr = 0, ack_rr = 0;
+    bool rail_down[kMaxRails] = {};
+    uint64_t rail_heard_ns[kMaxRails] = {};
+    uint64_t rail_probe_ns[kMaxRails] = {};
     uint64_t last_heard_ns = 0;
     uint64_t probe_sent_ns = 0;
     // statistics
@@ -107,17 +134,32 @@ class EthDevice final : public Device {
              window_stalls = 0;
   };
 
-  EthDevice(const DeviceConfig& cfg, std::unique_ptr<Wire> wire, uint32_t ep_id);
+  struct Rail {
+    std::unique_ptr<Wire> wire;
+    bool up = true;               // local link state
+    uint64_t tx_frames = 0, tx_bytes = 0, rx_frames = 0, rx_bytes = 0, downs = 0, failovers = 0;
+  };
+
+  EthDevice(const DeviceConfig& cfg, std::vector<std::unique_ptr<Wire>> rails, uint32_t ep_id);
   PeerId peer_by_addr(const uint8_t* mac, uint32_t ep_id);
+  void learn_name(PeerId id, const EthName& n, const void* bytes);
+  bool rail_usable(const Peer& p, unsigned r) const {
+    return r < p.rails && rails_[r].up && !p.rail_down[r];
+  }
+  unsigned ctrl_rail(Peer& p);
+  unsigned data_rail(Peer& p, size_t flen);
+  unsigned other_rail(const Peer& p, unsigned r) const;
+  void rail_failover(Peer& p, unsigned r);
+  void check_links(uint64_t now);
   void reset_peer(Peer& p, bool fail_ops);
   uint32_t now_us() const;
   void build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint16_t len);
   void seal(uint8_t* f, size_t len);
-  bool emit(const uint8_t* f, size_t len);
-  void send_ctrl(Peer& p, uint8_t type);
+  bool emit(Peer& p, unsigned rail, uint8_t* f, size_t len);
+  void send_ctrl(Peer& p, uint8_t type, int rail = -1);
   void send_hello(Peer& p, uint8_t type);
-  void retransmit(Peer& p, uint32_t seq);
-  void handle_frame(const uint8_t* f, size_t len, PacketSink& sink, uint64_t now);
+  void retransmit(Peer& p, uint32_t seq, int rail = -1);
+  void handle_frame(unsigned rail, const uint8_t* f, size_t len, PacketSink& sink, uint64_t now);
   void handle_ack(Peer& p, uint32_t ack, uint16_t window, uint32_t ts_echo, uint64_t now);
   void deliver(PeerId id, const uint8_t* f, size_t len, PacketSink& sink);
   void run_timers(uint64_t now);
@@ -125,7 +167,8 @@ class EthDevice final : public Device {
   void declare_unreachable(Peer& p, const char* why);
 
   DeviceConfig cfg_;
-  std::unique_ptr<Wire> wire_;
+  std::vector<Rail> rails_;
+  UniqueFd epfd_;                 // trunks: every rail's fd
   uint32_t ep_id_;
   uint32_t epoch_;
   EthName self_;
@@ -146,6 +189,7 @@ class EthDevice final : public Device {
   std::mt19937_64 rng_;
   uint64_t next_timer_ns_ = 0;
   uint64_t next_window_ns_ = 0;
+  uint64_t next_link_ns_ = 0;
   unsigned idle_polls_ = 0;
   uint16_t adv_window_ = 0;         // receive window offered to each peer
   struct Stats {

@@ -151,34 +151,60 @@ inline uint32_t frame_sum(const uint8_t* hdr48, const uint8_t* payload, size_t l
   return crc32c(0, hdr48, kPmHdr) ^ payload_sum(payload, len);
 }
 
-// The endpoint name (fi_getname), 32 bytes:
-//  0 magic 'PMET' (u32 LE) | 4 version u8 | 5 rails u8 | 6 reserved u16
-//  8 endpoint id (u32 LE) | 12 reserved u32 | 16 host id (u64 LE) | 24 MAC (6) | 30 pad (2)
+// The endpoint name (fi_getname), 64 bytes (FI_NAME_MAX):
+//  0 magic 'PMET' (u32) | 4 name version u8 (2) | 5 rails u8 (1..4)
+//  6 flags u8 (bit 0: the shared-memory part is valid) | 7 reserved
+//  8 endpoint id (u32) | 12 shm uid (u32)
+// 16 host id (u64)
+// 24 shm region key (u64) | 32 shm pid (u32) | 36 reserved (u32)
+// 40 MAC of rail 0..3 (4 x 6 bytes; unused rails zero)
+// The shared-memory part names the endpoint's pmshm region, through which
+// peers with the same host id reach it (the composite device).
+constexpr size_t kMaxRails = 4;
+constexpr uint8_t kNameVersion = 2;
+constexpr uint8_t kNameHasShm = 1;
+
 struct EthName {
   uint32_t ep_id = 0;
   uint64_t host = 0;
-  uint8_t mac[6] = {0};
+  uint8_t rails = 1;
+  uint8_t mac[kMaxRails][6] = {};
+  bool has_shm = false;
+  uint32_t shm_uid = 0, shm_pid = 0;
+  uint64_t shm_key = 0;
 };
 constexpr uint32_t kNameMagic = 0x54454d50;  // "PMET"
-constexpr size_t kNameLen = 32;
+constexpr size_t kNameLen = 64;
 
 inline void encode_name(uint8_t* p, const EthName& n) {
   memset(p, 0, kNameLen);
   put32(p, kNameMagic);
-  p[4] = kWireVersion;
-  p[5] = 1;
+  p[4] = kNameVersion;
+  p[5] = n.rails;
+  p[6] = n.has_shm ? kNameHasShm : 0;
   put32(p + 8, n.ep_id);
+  put32(p + 12, n.shm_uid);
   put64(p + 16, n.host);
-  memcpy(p + 24, n.mac, 6);
+  put64(p + 24, n.shm_key);
+  put32(p + 32, n.shm_pid);
+  for (size_t r = 0; r < n.rails && r < kMaxRails; r++) memcpy(p + 40 + 6 * r, n.mac[r], 6);
 }
 
 inline bool decode_name(const void* buf, size_t len, EthName* n) {
   const uint8_t* p = static_cast<const uint8_t*>(buf);
-  if (len != kNameLen || get32(p) != kNameMagic || p[4] != kWireVersion || p[5] != 1) return false;
+  if (len != kNameLen || get32(p) != kNameMagic || p[4] != kNameVersion || p[5] < 1 || p[5] > kMaxRails ||
+      (p[6] & ~kNameHasShm))
+    return false;
+  *n = EthName{};
+  n->rails = p[5];
+  n->has_shm = p[6] & kNameHasShm;
   n->ep_id = get32(p + 8);
+  n->shm_uid = get32(p + 12);
   n->host = get64(p + 16);
-  memcpy(n->mac, p + 24, 6);
-  return n->ep_id != 0;
+  n->shm_key = get64(p + 24);
+  n->shm_pid = get32(p + 32);
+  for (size_t r = 0; r < n->rails; r++) memcpy(n->mac[r], p + 40 + 6 * r, 6);
+  return n->ep_id != 0 && (!n->has_shm || n->shm_key != 0);
 }
 
 } // namespace pm::eth

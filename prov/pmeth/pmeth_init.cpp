@@ -16,6 +16,7 @@
 #include "base/unique_fd.hpp"
 #include "core/info_template.hpp"
 #include "core/provider.hpp"
+#include "composite_device.hpp"
 #include "eth_device.hpp"
 #include "eth_iface.hpp"
 #include "wire/wire.hpp"
@@ -26,9 +27,14 @@ namespace {
 using T = ParamSpec::Type;
 const ParamSpec kParams[] = {
     {"iface", T::kString,
-     "comma-separated interfaces to use, one domain each (empty: every up Ethernet interface except "
-     "lo, docker*, virbr*, veth*)",
+     "comma-separated interfaces to use, one domain each, and with two to four of them also a trunk "
+     "domain (a+b+...) whose endpoints stripe over all (empty: every up Ethernet interface except lo, "
+     "docker*, virbr*, veth*)",
      ""},
+    {"shm", T::kBool,
+     "reach peers with the same host id through shared memory (PM/Composite; needs FI_LOCAL_COMM, "
+     "which hints can leave out to turn it off too)",
+     "1"},
     {"backend", T::kString, "wire backend: af_packet (mmap'ed TPACKET rings) or loopback (in-process, tests)",
      "af_packet"},
     {"ethertype", T::kInt, "EtherType of pmeth frames (0x88B5 = 34997, IEEE local experimental)", "34997"},
@@ -98,6 +104,7 @@ class PmEth final : public ProviderDef {
         i.nic.name = i.name;
         i.nic.mtu = 1500;
         i.nic.state = FI_LINK_UP;
+        i.nic.address = "02:00:00:00:00:0" + std::to_string(ifaces.size() % 10);
         if (!i.name.empty()) ifaces.push_back(i);
         if (c == std::string::npos) break;
         start = c + 1;
@@ -115,11 +122,29 @@ class PmEth final : public ProviderDef {
       *why = "no usable Ethernet interface (set FI_PMETH_IFACE; FI_LOG_LEVEL=info lists the skipped ones)";
       return nullptr;
     }
+    // A trunk of every interface (up to kMaxRails): reliable endpoints only.
+    if (ifaces.size() >= 2) {
+      Iface t;
+      t.nic.mtu = SIZE_MAX;
+      t.nic.state = FI_LINK_UP;
+      for (size_t k = 0; k < ifaces.size() && k < kMaxRails; k++) {
+        const NicDesc& n = ifaces[k].nic;
+        t.name += (k ? "+" : "") + ifaces[k].name;
+        t.nic.address += (k ? "+" : "") + n.address;
+        t.nic.mtu = std::min(t.nic.mtu, n.mtu);
+        t.nic.speed += n.speed;
+        t.nic.driver = n.driver;
+      }
+      t.nic.name = t.name;
+      ifaces.push_back(t);
+    }
     fi_info* head = nullptr;
     fi_info** tail = &head;
     for (const Iface& i : ifaces) {
       size_t payload = i.nic.mtu - 48 - 48;
+      bool trunk = i.name.find('+') != std::string::npos;
       for (fi_ep_type t : {FI_EP_RDM, FI_EP_DGRAM}) {
+        if (trunk && t == FI_EP_DGRAM) continue;
         TemplateDesc d;
         d.fabric_name = "pmeth";
         d.domain_name = i.name.c_str();
@@ -150,19 +175,29 @@ class PmEth final : public ProviderDef {
 
   std::unique_ptr<Device> open_device(Domain&, const fi_info& info, int* err) override {
     WireConfig wc;
-    wc.iface = info.domain_attr->name;
     wc.ethertype = uint16_t(g_params.get_int("ethertype"));
     do {
       if (getrandom(&wc.ep_id, sizeof wc.ep_id, 0) != sizeof wc.ep_id) wc.ep_id = uint32_t(getpid());
     } while (wc.ep_id == 0);
     wc.rx_ring_bytes = g_params.get_size("rx_ring_kb") * 1024;
     wc.tx_ring_bytes = g_params.get_size("tx_ring_kb") * 1024;
-    std::string why;
-    std::unique_ptr<Wire> wire = loopback_backend() ? open_loop_wire(wc, err, &why) : open_packet_wire(wc, err, &why);
-    if (!wire) {
-      PM_WARN(FI_LOG_EP_CTRL, "cannot open %s on %s: %s", g_params.get_string("backend").c_str(),
-              wc.iface.c_str(), why.c_str());
-      return nullptr;
+    // One wire per rail: the domain name is an interface, or a trunk a+b+...
+    std::vector<std::unique_ptr<Wire>> rails;
+    std::string domain = info.domain_attr->name;
+    for (size_t start = 0; start <= domain.size();) {
+      size_t plus = domain.find('+', start);
+      wc.iface = domain.substr(start, plus == std::string::npos ? std::string::npos : plus - start);
+      std::string why;
+      std::unique_ptr<Wire> wire =
+          loopback_backend() ? open_loop_wire(wc, err, &why) : open_packet_wire(wc, err, &why);
+      if (!wire) {
+        PM_WARN(FI_LOG_EP_CTRL, "cannot open %s on %s: %s", g_params.get_string("backend").c_str(),
+                wc.iface.c_str(), why.c_str());
+        return nullptr;
+      }
+      rails.push_back(std::move(wire));
+      if (plus == std::string::npos) break;
+      start = plus + 1;
     }
     DeviceConfig dc;
     dc.ethertype = wc.ethertype;
@@ -178,7 +213,17 @@ class PmEth final : public ProviderDef {
     dc.retries = uint32_t(g_params.get_int("retries"));
     dc.drop_rate = atof(g_params.get_string("drop_rate").c_str());
     dc.checksum = g_params.get_bool("checksum");
-    return EthDevice::open(dc, std::move(wire), wc.ep_id);
+    std::unique_ptr<EthDevice> eth = EthDevice::open(dc, std::move(rails), wc.ep_id, err);
+    if (!eth) return nullptr;
+    if (!dc.reliable || !(info.caps & FI_LOCAL_COMM) || !g_params.get_bool("shm")) return eth;
+    std::unique_ptr<shm::ShmDevice> shm = shm::ShmDevice::open(shm::DeviceConfig::defaults(), dc.host, err);
+    if (!shm) {
+      PM_WARN(FI_LOG_EP_CTRL, "no shared-memory path for same-host peers (%s); they go through Ethernet",
+              fi_strerror(-*err));
+      *err = 0;
+      return eth;
+    }
+    return CompositeDevice::open(std::move(eth), std::move(shm), err);
   }
 };
 

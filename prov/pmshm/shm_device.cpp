@@ -91,6 +91,21 @@ std::unique_ptr<ShmDevice> ShmDevice::open(const DeviceConfig& cfg, uint64_t hos
   return d;
 }
 
+void ShmDevice::set_alias(const void* name, size_t len) noexcept {
+  RegionHdr* h = own_.hdr();
+  h->alias_len = uint32_t(std::min(len, kAliasMax));
+  memcpy(h->alias, name, h->alias_len);
+}
+
+bool ShmDevice::peer_alias(PeerId peer, const void** name, size_t* len) noexcept {
+  if (peer >= peers_.size() || map_peer(peers_[peer]) != 0) return false;
+  const RegionHdr* h = peers_[peer].region.hdr();
+  if (!h->alias_len || h->alias_len > kAliasMax) return false;
+  *name = h->alias;
+  *len = h->alias_len;
+  return true;
+}
+
 bool ShmDevice::valid_name(const void* name, size_t len) {
   if (len != sizeof(ShmName)) return false;
   ShmName n;

@@ -20,6 +20,11 @@ struct DeviceConfig {
   RegionConfig region;
   CmaPolicy cma = CmaPolicy::kAuto;  // kOff: FI_PMSHM_DISABLE_CMA; kAuto: when it is faster
   int connect_timeout_ms; // how long a peer's region may be missing
+
+  // pmshm's knob defaults (pmeth's composite device uses these).
+  static DeviceConfig defaults() {
+    return DeviceConfig{RegionConfig{"/dev/shm", 1024, 32, 32768}, CmaPolicy::kAuto, 2000};
+  }
 };
 
 class ShmDevice final : public Device {
@@ -47,6 +52,12 @@ class ShmDevice final : public Device {
   void arm_wait(bool armed) noexcept override;
   void drain_wait() noexcept override;
   std::string stats() const override;
+
+  // The composite device: this endpoint's name in the enclosing provider,
+  // kept in the region so peers that first hear from it can name it; and a
+  // peer's alias (false if it has none).
+  void set_alias(const void* name, size_t len) noexcept;
+  bool peer_alias(PeerId peer, const void** name, size_t* len) noexcept;
 
   static bool valid_name(const void* name, size_t len);
   static std::string format_name(const ShmName& n);

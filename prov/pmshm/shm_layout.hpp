@@ -30,7 +30,8 @@
 namespace pm::shm {
 
 constexpr uint32_t kNameMagic = 0x48534d50;  // "PMSH"
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;
+constexpr size_t kAliasMax = 64;             // RegionHdr::alias
 constexpr uint32_t kRegionMagic = 0x47524d50; // "PMRG"
 constexpr uint64_t kProbeSalt = 0x5a17c0ffee15600dull;
 constexpr uint32_t kInline = UINT32_MAX;     // Cell::chunk for inline payloads
@@ -70,6 +71,8 @@ struct alignas(64) RegionHdr {
   uint64_t chunks_off;
   uint32_t fence_free;   // 1: the owner runs membarrier() before it sleeps,
                          // so senders need no fence before reading `sleeping`
+  uint32_t alias_len;    // the owner's name in another provider (pmeth's
+  uint8_t alias[kAliasMax];  // composite), written before the name is published
   alignas(64) std::atomic<uint64_t> tail;      // producers: next position to claim
   alignas(64) std::atomic<uint64_t> head;      // owner: positions below are consumed
   alignas(64) std::atomic<uint32_t> sleeping;  // owner waits on its FIFO

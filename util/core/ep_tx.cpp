@@ -165,7 +165,7 @@ bool Endpoint::advance_tx(TxOp* op) {
     return rc < 0 ? failed(rc) : wait_reply();
   }
   if (op->hdr.op == kPktWrite) {  // segments, each led by its offset
-    size_t maxp = dev_->max_payload() - 8;
+    size_t maxp = dev_->max_payload(op->peer) - 8;
     do {
       size_t seg = std::min(maxp, len - op->sent);
       uint8_t off[8];
@@ -199,7 +199,7 @@ bool Endpoint::advance_tx(TxOp* op) {
     waiting_.push_back(op);
     return true;
   }
-  size_t maxp = dev_->max_payload();
+  size_t maxp = dev_->max_payload(op->peer);
   do {
     size_t seg = std::min(maxp, len - op->sent);
     PktHdr h = op->hdr;
@@ -271,9 +271,9 @@ void Endpoint::progress_tx() {
 }
 
 void Endpoint::progress_streams() {
-  size_t maxp = dev_->max_payload();
   for (TxOp* op = streams_.front(); op;) {
     TxOp* next = streams_.next(op);
+    size_t maxp = dev_->max_payload(op->peer);
     bool failed = false;
     while (op->sent < op->limit) {
       size_t seg = std::min(maxp, op->limit - op->sent);

@@ -84,7 +84,9 @@ std::string mismatch(const fi_info& t, const fi_info& h, uint32_t version) {
 void apply_hints(fi_info& o, const fi_info& h, uint32_t version) {
   constexpr uint64_t kComm = FI_LOCAL_COMM | FI_REMOTE_COMM;
   if (h.caps) {
-    o.caps = h.caps | (o.caps & kComm);
+    // Hints naming a kind of communication get only that kind (pmeth then
+    // leaves its shared-memory path out); hints naming neither get both.
+    o.caps = h.caps | (h.caps & kComm ? 0 : o.caps & kComm);
     o.tx_attr->caps &= o.caps;
     o.rx_attr->caps &= o.caps;
   }

@@ -70,7 +70,7 @@ class LoopWire final : public Wire {
       LoopWire* to = nullptr;
       for (LoopWire* w : s.wires)
         if (w->cfg_.ep_id == dst && memcmp(w->mac_, f[i].data, 6) == 0) to = w;
-      if (!to || u(s.rng) < s.faults.drop) continue;
+      if (!to || s.faults.down || u(s.rng) < s.faults.drop) continue;
       Pkt p{std::vector<uint8_t>(f[i].data, f[i].data + f[i].len), now + uint64_t(s.faults.delay_us) * 1000};
       if (u(s.rng) < s.faults.corrupt && p.data.size() > 14) {
         size_t k = 14 + s.rng() % (p.data.size() - 14);
@@ -124,6 +124,10 @@ class LoopWire final : public Wire {
   size_t mtu() const noexcept override { return 1500; }
   const uint8_t* mac() const noexcept override { return mac_; }
   const char* kind() const noexcept override { return "loopback"; }
+  bool link_up() noexcept override {
+    std::lock_guard<std::mutex> g(g_mu);
+    return !segments()[cfg_.iface].faults.down;
+  }
 
  private:
   friend void pm::eth::loop_set_faults(const std::string&, const LoopFaults&);

@@ -13,6 +13,7 @@ struct LoopFaults {
   double corrupt = 0;    // probability one byte after the Ethernet header flips
   unsigned delay_us = 0; // every frame arrives this late
   unsigned seed = 1;
+  bool down = false;     // link down: frames vanish, link_up() is false
 };
 
 // Faults of a segment (frames sent after the call); thread-safe.

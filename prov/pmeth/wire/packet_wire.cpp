@@ -48,6 +48,7 @@ class PacketWire final : public Wire {
       return -FI_ENODEV;
     }
     int ifindex = ifr.ifr_ifindex;
+    iface_ = cfg.iface;
     if (ioctl(fd_.get(), SIOCGIFMTU, &ifr) == 0) mtu_ = size_t(ifr.ifr_mtu);
     if (ioctl(fd_.get(), SIOCGIFHWADDR, &ifr) == 0) memcpy(mac_, ifr.ifr_hwaddr.sa_data, 6);
 
@@ -152,6 +153,12 @@ class PacketWire final : public Wire {
   size_t rx_capacity() const noexcept override { return rx_.tp_frame_nr; }
   const uint8_t* mac() const noexcept override { return mac_; }
   const char* kind() const noexcept override { return "af_packet"; }
+  bool link_up() noexcept override {
+    ifreq ifr{};
+    snprintf(ifr.ifr_name, IFNAMSIZ, "%s", iface_.c_str());
+    if (ioctl(fd_.get(), SIOCGIFFLAGS, &ifr) != 0) return false;
+    return (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
+  }
 
  private:
   tpacket_req make_req(size_t bytes, size_t block) const {
@@ -166,6 +173,7 @@ class PacketWire final : public Wire {
   }
 
   UniqueFd fd_;
+  std::string iface_;
   size_t mtu_ = 1500;
   uint8_t mac_[6] = {0};
   size_t frame_size_ = 0;

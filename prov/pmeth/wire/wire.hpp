@@ -30,6 +30,8 @@ class Wire {
   // Frames the receive side can hold before the kernel drops (0: unbounded).
   virtual size_t rx_capacity() const noexcept { return 0; }
   virtual const uint8_t* mac() const noexcept = 0;
+  // Whether the link can carry frames now (slow path: may syscall).
+  virtual bool link_up() noexcept { return true; }
   virtual const char* kind() const noexcept = 0;
 };
 

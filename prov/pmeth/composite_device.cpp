@@ -1,0 +1,121 @@
+#include "composite_device.hpp"
+
+#include <sys/epoll.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+namespace pm::eth {
+
+std::unique_ptr<CompositeDevice> CompositeDevice::open(std::unique_ptr<EthDevice> eth,
+                                                       std::unique_ptr<shm::ShmDevice> shm, int* err) {
+  if (!eth || !shm) {
+    *err = -FI_EINVAL;
+    return nullptr;
+  }
+  const auto* sn = static_cast<const shm::ShmName*>(shm->name());
+  eth->set_shm_part(sn->uid, sn->pid, sn->key);
+  shm->set_alias(eth->name(), eth->name_len());
+  std::unique_ptr<CompositeDevice> c(new CompositeDevice(std::move(eth), std::move(shm)));
+  c->epfd_.reset(epoll_create1(EPOLL_CLOEXEC));
+  if (!c->epfd_) {
+    *err = -FI_ENOMEM;
+    return nullptr;
+  }
+  for (int fd : {c->shm_->wait_fd(), c->eth_->wait_fd()}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    if (epoll_ctl(c->epfd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+      *err = -FI_EIO;
+      return nullptr;
+    }
+  }
+  return c;
+}
+
+PeerId CompositeDevice::bind(Kind kind, PeerId sub, const void* name) noexcept {
+  if (sub == kNoPeer) return kNoPeer;
+  try {
+    std::vector<PeerId>& m = by_sub_[kind];
+    if (sub >= m.size()) m.resize(size_t(sub) + 1, kNoPeer);
+    PeerId id = m[sub];
+    if (id == kNoPeer) {
+      id = PeerId(peers_.size());
+      peers_.push_back(Peer{kind, sub});
+      m[sub] = id;
+    }
+    Peer& p = peers_[id];
+    if (name && !p.name_known) {
+      memcpy(p.name, name, kNameLen);
+      p.name_known = true;
+    }
+    return id;
+  } catch (...) {
+    return kNoPeer;
+  }
+}
+
+// Same host id and a shared-memory part: shared memory. Otherwise Ethernet.
+PeerId CompositeDevice::resolve(const void* name, size_t len) noexcept {
+  EthName n;
+  if (!decode_name(name, len, &n)) return kNoPeer;
+  if (n.has_shm && n.host == eth_->self().host) {
+    shm::ShmName s{shm::kNameMagic, shm::kVersion, 0, n.shm_uid, n.shm_pid, n.shm_key, n.host};
+    return bind(kShm, shm_->resolve(&s, sizeof s), name);
+  }
+  return bind(kEth, eth_->resolve(name, len), name);
+}
+
+// A sender heard from first: named by what its device learnt (the
+// handshake's name, or the alias in its shared-memory region).
+PeerId CompositeDevice::up_id(Kind kind, PeerId sub) noexcept {
+  const std::vector<PeerId>& m = by_sub_[kind];
+  if (sub < m.size() && m[sub] != kNoPeer) return m[sub];
+  const void* name = nullptr;
+  size_t len = 0;
+  if (kind == kShm) {
+    if (!shm_->peer_alias(sub, &name, &len) || len != kNameLen) name = nullptr;
+  } else {
+    name = eth_->peer_name(sub, &len);
+  }
+  return bind(kind, sub, name);
+}
+
+void CompositeDevice::UpSink::on_packet(const RxPacket& pkt) noexcept {
+  RxPacket q = pkt;
+  q.peer = self->up_id(kind, pkt.peer);
+  if (q.peer != kNoPeer) up->on_packet(q);
+}
+
+const void* CompositeDevice::peer_name(PeerId peer, size_t* len) const noexcept {
+  if (peer >= peers_.size()) return nullptr;
+  const Peer& p = peers_[peer];
+  if (p.name_known) {
+    *len = kNameLen;
+    return p.name;
+  }
+  return p.kind == kEth ? eth_->peer_name(p.sub, len) : nullptr;
+}
+
+// One progress engine: an empty poll is a read of the shared-memory queue
+// and of each rail's ring.
+int CompositeDevice::poll(PacketSink& sink, int budget) noexcept {
+  UpSink s;
+  s.self = this;
+  s.up = &sink;
+  s.kind = kShm;
+  int n = shm_->poll(s, budget);
+  s.kind = kEth;
+  return n + eth_->poll(s, std::max(budget - n, 1));
+}
+
+std::string CompositeDevice::stats() const {
+  size_t count[2] = {0, 0};
+  for (const Peer& p : peers_) count[p.kind]++;
+  return "composite: " + std::to_string(count[kShm]) + " peers through shared memory, " +
+         std::to_string(count[kEth]) + " through Ethernet\n shm: " + shm_->stats() + "\n eth: " + eth_->stats();
+}
+
+}  // namespace pm::eth

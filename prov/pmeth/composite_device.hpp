@@ -1,0 +1,109 @@
+// PM/Composite (PMv2, chapter 7): one endpoint, two devices. Every peer is
+// bound, when it is first resolved, to shared memory (same host id, and the
+// peer has a shared-memory region) or to Ethernet (another host); the binding
+// never changes, so per-peer order holds. The core above sees one device;
+// one poll visits both, and one fd wakes a blocking wait on either.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/unique_fd.hpp"
+#include "device.hpp"
+#include "eth_device.hpp"
+#include "shm_device.hpp"
+
+namespace pm::eth {
+
+class CompositeDevice final : public Device {
+ public:
+  // Takes both devices; the Ethernet name gains the shared-memory part.
+  static std::unique_ptr<CompositeDevice> open(std::unique_ptr<EthDevice> eth,
+                                               std::unique_ptr<shm::ShmDevice> shm, int* err);
+
+  const void* name() const noexcept override { return eth_->name(); }
+  size_t name_len() const noexcept override { return eth_->name_len(); }
+  std::string name_str(const void* name, size_t len) const override { return eth_->name_str(name, len); }
+  PeerId resolve(const void* name, size_t len) noexcept override;
+  const void* peer_name(PeerId peer, size_t* len) const noexcept override;
+  size_t max_payload() const noexcept override { return std::min(eth_->max_payload(), shm_->max_payload()); }
+  size_t max_payload(PeerId peer) const noexcept override {
+    return peer < peers_.size() ? dev(peer).max_payload() : max_payload();
+  }
+  int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
+           size_t len) noexcept override {
+    if (peer >= peers_.size()) return -FI_EINVAL;
+    return dev(peer).send(peers_[peer].sub, hdr, iov, iovcnt, offset, len);
+  }
+  void flush() noexcept override {
+    shm_->flush();
+    eth_->flush();
+  }
+  uint64_t tx_ticket(PeerId peer) const noexcept override {
+    return peer < peers_.size() ? dev(peer).tx_ticket(peers_[peer].sub) : 0;
+  }
+  int tx_state(PeerId peer, uint64_t ticket) noexcept override {
+    return peer < peers_.size() ? dev(peer).tx_state(peers_[peer].sub, ticket) : -FI_EINVAL;
+  }
+  int poll(PacketSink& sink, int budget) noexcept override;
+  bool can_read_remote(PeerId peer) noexcept override {
+    return peer < peers_.size() && dev(peer).can_read_remote(peers_[peer].sub);
+  }
+  ssize_t read_remote(PeerId peer, const struct iovec* local, size_t lcnt, const struct iovec* remote,
+                      size_t rcnt) noexcept override {
+    if (peer >= peers_.size()) return -FI_EINVAL;
+    return dev(peer).read_remote(peers_[peer].sub, local, lcnt, remote, rcnt);
+  }
+  ssize_t write_remote(PeerId peer, const struct iovec* local, size_t lcnt, const struct iovec* remote,
+                       size_t rcnt) noexcept override {
+    if (peer >= peers_.size()) return -FI_EINVAL;
+    return dev(peer).write_remote(peers_[peer].sub, local, lcnt, remote, rcnt);
+  }
+  bool peer_alive(PeerId peer) noexcept override {
+    return peer < peers_.size() && dev(peer).peer_alive(peers_[peer].sub);
+  }
+  int wait_fd() const noexcept override { return epfd_.get(); }
+  void arm_wait(bool armed) noexcept override {
+    shm_->arm_wait(armed);
+    eth_->arm_wait(armed);
+  }
+  void drain_wait() noexcept override {
+    shm_->drain_wait();
+    eth_->drain_wait();
+  }
+  std::string stats() const override;
+
+ private:
+  enum Kind : uint8_t { kShm = 0, kEth = 1 };
+  struct Peer {
+    Kind kind;
+    PeerId sub;               // the peer's id in its device
+    bool name_known = false;
+    uint8_t name[kNameLen];
+  };
+  // Renames the sub-device's peer ids on the way up.
+  struct UpSink final : PacketSink {
+    CompositeDevice* self;
+    PacketSink* up;
+    Kind kind;
+    void on_packet(const RxPacket& pkt) noexcept override;
+  };
+
+  CompositeDevice(std::unique_ptr<EthDevice> eth, std::unique_ptr<shm::ShmDevice> shm)
+      : eth_(std::move(eth)), shm_(std::move(shm)) {}
+  Device& dev(PeerId peer) const {
+    return peers_[peer].kind == kShm ? static_cast<Device&>(*shm_) : static_cast<Device&>(*eth_);
+  }
+  PeerId bind(Kind kind, PeerId sub, const void* name) noexcept;
+  PeerId up_id(Kind kind, PeerId sub) noexcept;
+
+  std::unique_ptr<EthDevice> eth_;
+  std::unique_ptr<shm::ShmDevice> shm_;
+  UniqueFd epfd_;
+  std::vector<Peer> peers_;
+  std::vector<PeerId> by_sub_[2];   // sub-device peer id -> composite id
+};
+
+} // namespace pm::eth
