@@ -13,10 +13,10 @@ rc=$?
 trap '"$netns" down "$p"' EXIT
 ip -n "${p}a" addr add 192.0.2.1/24 dev "${p}va" && ip -n "${p}b" addr add 192.0.2.2/24 dev "${p}vb" || exit 1
 log=$(mktemp)
-FI_PMETH_IFACE="${p}va" timeout 60 ip netns exec "${p}a" "$pp" -p pmeth -e "$ep" -I 200 >"$log" 2>&1 &
+FI_PMETH_HOST_ID=a1 FI_PMETH_IFACE="${p}va" timeout 60 ip netns exec "${p}a" "$pp" -p pmeth -e "$ep" -I 200 >"$log" 2>&1 &
 srv=$!
 sleep 0.5
-FI_PMETH_IFACE="${p}vb" timeout 60 ip netns exec "${p}b" "$pp" -p pmeth -e "$ep" -I 200 192.0.2.1
+FI_PMETH_HOST_ID=b2 FI_PMETH_IFACE="${p}vb" timeout 60 ip netns exec "${p}b" "$pp" -p pmeth -e "$ep" -I 200 192.0.2.1
 cli=$?
 wait "$srv"
 s=$?

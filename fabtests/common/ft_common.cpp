@@ -35,6 +35,8 @@ void usage(const char* argv0) {
                  "  env FT_THREADING=safe requests FI_THREAD_SAFE\n"
                  "  env FT_NETNS=ns0,ns1,.. runs rank i in network namespace ns_i\n"
                  "  env FT_IFACE=if0,if1,.. sets FI_<PROV>_IFACE=if_i in rank i\n"
+                 "  env FT_HOSTID=h0,h1,.. sets FI_<PROV>_HOST_ID=h_i in rank i (one machine\n"
+                 "      standing in for several hosts)\n"
                  "      (ranks past the end of a list use its last entry)\n",
                  argv0);
 }
@@ -138,6 +140,7 @@ void parse_options(int argc, char** argv) {
     g_opt.thread_safe = env_is("FT_THREADING", "safe");
     g_opt.netns = env_list("FT_NETNS");
     g_opt.ifaces = env_list("FT_IFACE");
+    g_opt.hostids = env_list("FT_HOSTID");
 }
 
 void set_identity(const std::string& prog, const std::string& test_case, int rank) {

@@ -107,6 +107,15 @@ const std::string* entry_for_rank(const std::vector<std::string>& list) {
     return &list[std::min((size_t)g_rank, list.size() - 1)];
 }
 
+// FI_<PROV>_<what> = value in this rank; for a layered name the core
+// provider's ("tcp;ofi_rxm" -> FI_TCP_IFACE).
+void set_prov_var(const char* what, const std::string& value) {
+    std::string var = "FI_" + g_opt.prov.substr(0, g_opt.prov.find(';')) + "_" + what;
+    for (char& ch : var) ch = (char)std::toupper((unsigned char)ch);
+    FT_CHECK(setenv(var.c_str(), value.c_str(), 1) == 0, "setenv %s: %s", var.c_str(), std::strerror(errno));
+    log("rank %d: %s=%s", g_rank, var.c_str(), value.c_str());
+}
+
 void enter_netns(const std::string& ns) {
     std::string path = "/var/run/netns/" + ns;
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -138,14 +147,8 @@ void place_rank() {
         enter_netns(*ns);
         log("rank %d in network namespace %s", g_rank, ns->c_str());
     }
-    if (const std::string* iface = entry_for_rank(g_opt.ifaces)) {
-        // the core provider of a layered name: "tcp;ofi_rxm" -> FI_TCP_IFACE
-        std::string var = "FI_" + g_opt.prov.substr(0, g_opt.prov.find(';')) + "_IFACE";
-        for (char& ch : var) ch = (char)std::toupper((unsigned char)ch);
-        FT_CHECK(setenv(var.c_str(), iface->c_str(), 1) == 0, "setenv %s: %s", var.c_str(),
-                 std::strerror(errno));
-        log("rank %d: %s=%s", g_rank, var.c_str(), iface->c_str());
-    }
+    if (const std::string* iface = entry_for_rank(g_opt.ifaces)) set_prov_var("IFACE", *iface);
+    if (const std::string* host = entry_for_rank(g_opt.hostids)) set_prov_var("HOST_ID", *host);
 }
 
 bool run_case(const Case& c) {

@@ -71,16 +71,17 @@ int peer_pid(int peer);
 // Pin the calling process to g_opt.cpus[rank] if a list was given.
 void pin_to_cpu_for_rank();
 
-// Place the calling rank as FT_NETNS / FT_IFACE ask (g_opt.netns, g_opt.ifaces;
+// Place the calling rank as FT_NETNS / FT_IFACE / FT_HOSTID ask (g_opt.netns, g_opt.ifaces, g_opt.hostids;
 // ranks past the end of a list use its last entry):
 //  - enter the network namespace /var/run/netns/<netns[rank]>, in a private
 //    mount namespace with /sys mounted afresh so that /sys/class/net shows
 //    that namespace's interfaces (as `ip netns exec` does);
 //  - set FI_<PROV>_IFACE=<ifaces[rank]> (e.g. FI_PMETH_IFACE; for a layered
-//    name such as tcp;ofi_rxm the core provider's: FI_TCP_IFACE).
+//    name such as tcp;ofi_rxm the core provider's: FI_TCP_IFACE);
+//  - set FI_<PROV>_HOST_ID=<hostids[rank]> (one machine as several hosts).
 // The launcher calls it in each rank before the case body, so before any
 // fi_getinfo. OOB sockets were made before fork and work across namespaces.
-// Neither variable set: nothing changes.
+// No variable set: nothing changes.
 void place_rank();
 
 }  // namespace ft

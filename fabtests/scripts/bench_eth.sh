@@ -59,7 +59,7 @@ NFT
     done
 }
 
-export FT_NETNS="${ns[0]},${ns[1]}"
+export FT_NETNS="${ns[0]},${ns[1]}" FT_HOSTID=a1,b2  # two "hosts": Ethernet, not shared memory
 export FI_PMETH_IFACE=pmb0 FI_TCP_IFACE=pmb0 FI_UDP_IFACE=pmb0
 export FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-$(cd "$here/../.." && pwd)/build/lib}"
 extra=()

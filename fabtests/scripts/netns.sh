@@ -5,7 +5,15 @@
 #   netns.sh up <prefix>             namespaces <prefix>a, <prefix>b; veth <prefix>va (in a)
 #                                    <-> <prefix>vb (in b); lo and the veths up, IPv6 off.
 #                                    MTU from env PM_NETNS_MTU (default 1500).
+#                                    With PM_NETNS_RAILS=n (1..4) also veths
+#                                    <prefix>va<i> <-> <prefix>vb<i>, i = 1..n-1
+#                                    (trunking rails; prefix then 1..12 long).
 #                                    Removes leftovers of the same prefix first.
+#   netns.sh rails <prefix>          print the rails' interface names per side:
+#                                    "<a-side joined by +> <b-side joined by +>"
+#   netns.sh rate <prefix> <rate>    tbf qdisc of <rate> (tc syntax, e.g. 500mbit)
+#                                    on every veth, both sides ("none" removes it)
+#   netns.sh link <prefix> <i> up|down   rail i's link (a side; the b side loses carrier)
 #   netns.sh loss <prefix> <pct>     drop <pct>% of the frames with EtherType 0x88b5
 #                                    (pmeth) arriving on each veth (nftables netdev
 #                                    ingress, counted); 0 removes the rule
@@ -21,7 +29,7 @@ readonly ETHERTYPE=0x88b5
 readonly TABLE=pmfabric_loss
 readonly SETTLE_S=5   # bound on waiting for the veth link to come up
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "netns.sh: $*" >&2; exit 1; }
 
 check_prefix() {
@@ -35,6 +43,7 @@ cmd_down() {
     for side in a b; do
         ns=$p$side
         ns_exists "$ns" || continue
+        # The rails' veths go with the namespace.
         # Processes still inside are ranks of our own tests (nothing else enters
         # these namespaces); end them by PID so the namespace really goes away.
         for pid in $(ip netns pids "$ns" 2>/dev/null); do
@@ -59,9 +68,20 @@ wait_link_up() {
     done
 }
 
+# Rail i's interface on a side: rail 0 is <prefix>v<side>.
+rail_dev() { if (($3 == 0)); then echo "$1v$2"; else echo "$1v$2$3"; fi; }
+
+nrails() {
+    local n=${PM_NETNS_RAILS:-1}
+    [[ $n =~ ^[1-4]$ ]] || die "bad PM_NETNS_RAILS '$n' (1..4)"
+    echo "$n"
+}
+
 cmd_up() {
-    local p=$1 mtu=${PM_NETNS_MTU:-1500} err side
+    local p=$1 mtu=${PM_NETNS_MTU:-1500} err side rails i dev
     [[ $mtu =~ ^[0-9]+$ ]] && ((mtu >= 68 && mtu <= 65535)) || die "bad PM_NETNS_MTU '$mtu'"
+    rails=$(nrails) || exit 1
+    ((rails == 1 || ${#p} <= 12)) || die "prefix '$p' too long for rails (12 at most)"
     cmd_down "$p" || die "cannot remove leftovers of prefix $p"
     if ! err=$(ip netns add "${p}a" 2>&1); then
         if [[ $err == *"ermission denied"* || $err == *"ot permitted"* ]] || ((EUID != 0)); then
@@ -74,16 +94,61 @@ cmd_up() {
     trap 'cmd_down "$p"' EXIT  # half-built: remove it again
     ip netns add "${p}b" || die "ip netns add ${p}b failed"
     # Both ends are born inside their namespaces: nothing appears in ours.
-    ip link add "${p}va" mtu "$mtu" netns "${p}a" type veth \
-        peer name "${p}vb" mtu "$mtu" netns "${p}b" || die "cannot create veth ${p}va/${p}vb"
-    for side in a b; do
-        ip netns exec "$p$side" sysctl -qw "net.ipv6.conf.${p}v$side.disable_ipv6=1" \
-            || die "cannot disable IPv6 on ${p}v$side"
-        ip -n "$p$side" link set lo up || die "lo up in $p$side failed"
-        ip -n "$p$side" link set "${p}v$side" up || die "${p}v$side up failed"
+    for ((i = 0; i < rails; i++)); do
+        ip link add "$(rail_dev "$p" a $i)" mtu "$mtu" netns "${p}a" type veth \
+            peer name "$(rail_dev "$p" b $i)" mtu "$mtu" netns "${p}b" \
+            || die "cannot create veth $(rail_dev "$p" a $i)/$(rail_dev "$p" b $i)"
     done
-    for side in a b; do wait_link_up "$p$side" "${p}v$side"; done
+    for side in a b; do
+        ip -n "$p$side" link set lo up || die "lo up in $p$side failed"
+        for ((i = 0; i < rails; i++)); do
+            dev=$(rail_dev "$p" $side $i)
+            ip netns exec "$p$side" sysctl -qw "net.ipv6.conf.$dev.disable_ipv6=1" \
+                || die "cannot disable IPv6 on $dev"
+            ip -n "$p$side" link set "$dev" up || die "$dev up failed"
+        done
+    done
+    for side in a b; do
+        for ((i = 0; i < rails; i++)); do wait_link_up "$p$side" "$(rail_dev "$p" $side $i)"; done
+    done
     trap - EXIT
+}
+
+# Every veth of a side (rail 0 first).
+side_devs() {
+    ip -n "$1$2" -o link show 2>/dev/null | awk -F': ' '{sub(/@.*/, "", $2); print $2}' |
+        grep -E "^$1v$2[0-9]*\$" | sort
+}
+
+cmd_rails() {
+    local p=$1 a b
+    a=$(side_devs "$p" a | paste -sd+) b=$(side_devs "$p" b | paste -sd+)
+    [[ -n $a && -n $b ]] || die "no rails for prefix $p (run 'up' first)"
+    echo "$a $b"
+}
+
+cmd_rate() {
+    local p=$1 rate=$2 side dev burst mtu
+    for side in a b; do
+        ns_exists "$p$side" || die "no namespace $p$side (run 'up' first)"
+        for dev in $(side_devs "$p" $side); do
+            if [[ $rate == none ]]; then
+                ip netns exec "$p$side" tc qdisc del dev "$dev" root 2>/dev/null
+                continue
+            fi
+            mtu=$(ip netns exec "$p$side" cat "/sys/class/net/$dev/mtu")
+            burst=$((4 * mtu > 32768 ? 4 * mtu : 32768))
+            ip netns exec "$p$side" tc qdisc replace dev "$dev" root tbf rate "$rate" burst "$burst" \
+                latency 100ms || die "tbf $rate on $dev failed"
+        done
+    done
+}
+
+cmd_link() {
+    local p=$1 i=$2 state=$3 dev
+    [[ $i =~ ^[0-3]$ && $state =~ ^(up|down)$ ]] || usage
+    dev=$(rail_dev "$p" a "$i")
+    ip -n "${p}a" link set "$dev" "$state" || die "cannot set $dev $state"
 }
 
 cmd_loss() {
@@ -126,6 +191,9 @@ cmd=$1 prefix=$2
 check_prefix "$prefix"
 case $cmd in
     up) (($# == 2)) || usage; cmd_up "$prefix" ;;
+    rails) (($# == 2)) || usage; cmd_rails "$prefix" ;;
+    rate) (($# == 3)) || usage; cmd_rate "$prefix" "$3" ;;
+    link) (($# == 4)) || usage; cmd_link "$prefix" "$3" "$4" ;;
     down) (($# == 2)) || usage; cmd_down "$prefix" || die "could not remove everything of $prefix" ;;
     loss) (($# == 3)) || usage; cmd_loss "$prefix" "$3" ;;
     counters) (($# == 2)) || usage; cmd_counters "$prefix" ;;

@@ -10,6 +10,8 @@
 # that share of the EtherType 0x88b5 frames arriving on each veth; the counts
 # are printed at the end, and the run fails if plenty of frames were seen but
 # none dropped (the rule would not be doing its job).
+# With PM_NETNS_RAILS=n the ranks get n rails each (FT_IFACE entries a+b+..,
+# pmeth's trunk domain), with PM_NETNS_RATE=<tc rate> every rail a tbf qdisc.
 # The command is bounded by PM_NETNS_TIMEOUT seconds (default 80), so that
 # the clean-up runs before a ctest TIMEOUT could kill this script.
 # Exit: the command's status; 77 (skip) if namespaces cannot be created here.
@@ -50,8 +52,12 @@ if ((loss > 0)); then
     "$netns" loss "$prefix" "$loss" || exit 1
 fi
 
-export FT_NETNS="${prefix}a,${prefix}b" FT_IFACE="${prefix}va,${prefix}vb"
-echo "run_in_netns.sh: FT_NETNS=$FT_NETNS FT_IFACE=$FT_IFACE mtu=$mtu loss=$loss%"
+if [[ -n ${PM_NETNS_RATE:-} ]]; then
+    "$netns" rate "$prefix" "$PM_NETNS_RATE" || exit 1
+fi
+read -r rails_a rails_b < <("$netns" rails "$prefix") || exit 1
+export FT_NETNS="${prefix}a,${prefix}b" FT_IFACE="$rails_a,$rails_b"
+echo "run_in_netns.sh: FT_NETNS=$FT_NETNS FT_IFACE=$FT_IFACE mtu=$mtu loss=$loss% rate=${PM_NETNS_RATE:-none}"
 # In the background so that a signal to this script is handled at once.
 timeout -k 5 "$limit" "$@" &
 child=$!

@@ -532,6 +532,7 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
     if (p.ring.empty()) p.ring.resize(cfg_.window);
     if (p.reorder.empty()) p.reorder.resize(cfg_.window);
     p.state = Peer::kUp;
+    std::fill(std::begin(p.rail_heard_ns), std::end(p.rail_heard_ns), now);
     p.hello_deadline = 0;
     p.hello_tries = 0;
     p.peer_window = h.window;
@@ -555,6 +556,7 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
     if (p.ring.empty()) p.ring.resize(cfg_.window);
     if (p.reorder.empty()) p.reorder.resize(cfg_.window);
     p.state = Peer::kUp;
+    std::fill(std::begin(p.rail_heard_ns), std::end(p.rail_heard_ns), now);
   } else if (h.src_epoch != p.epoch) {
     st_.stale++;
     return;
@@ -682,8 +684,13 @@ void EthDevice::run_timers(uint64_t now) {
       if (p.rails > 1) {
         // Nothing heard on the rail the oldest frame took, for a whole
         // RTO: that rail is out of use for this peer until it answers.
+        // (Only when another rail was heard meanwhile: a peer that is
+        // silent everywhere is slow, not a rail.)
         unsigned r = p.ring[p.una % cfg_.window].rail;
-        if (!p.rail_down[r] && now - p.rail_heard_ns[r] > p.rto_ns && other_rail(p, r) != r) {
+        bool others_heard = false;
+        for (unsigned o = 0; o < p.rails; o++)
+          if (o != r && rail_usable(p, o) && now - p.rail_heard_ns[o] <= p.rto_ns) others_heard = true;
+        if (!p.rail_down[r] && now - p.rail_heard_ns[r] > p.rto_ns && others_heard) {
           p.rail_down[r] = true;
           p.rail_probe_ns[r] = now;
           PM_INFO(FI_LOG_EP_DATA, "rail %u to %s is silent: its frames go on the other rails", r,
@@ -711,6 +718,7 @@ void EthDevice::check_links(uint64_t now) {
   for (unsigned r = 0; r < rails_.size(); r++) {
     Rail& rl = rails_[r];
     bool up = rl.wire->link_up();
+    rl.checks++;
     if (up == rl.up) continue;
     rl.up = up;
     PM_INFO(FI_LOG_EP_DATA, "rail %u (%s) link %s", r, format_name(self_).c_str(), up ? "up" : "down");
@@ -796,10 +804,10 @@ std::string EthDevice::stats() const {
   char buf[512];
   for (unsigned r = 0; r < rails_.size(); r++) {
     const Rail& rl = rails_[r];
-    snprintf(buf, sizeof buf, " rail%u: %s tx_frames=%llu tx_bytes=%llu rx_frames=%llu rx_bytes=%llu downs=%llu failovers=%llu;", r,
+    snprintf(buf, sizeof buf, " rail%u: %s tx_frames=%llu tx_bytes=%llu rx_frames=%llu rx_bytes=%llu downs=%llu failovers=%llu link_checks=%llu;", r,
              rl.up ? "up" : "down", (unsigned long long)rl.tx_frames, (unsigned long long)rl.tx_bytes,
              (unsigned long long)rl.rx_frames, (unsigned long long)rl.rx_bytes, (unsigned long long)rl.downs,
-             (unsigned long long)rl.failovers);
+             (unsigned long long)rl.failovers, (unsigned long long)rl.checks);
     s += buf;
   }
   snprintf(buf, sizeof buf,

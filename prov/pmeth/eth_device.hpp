@@ -137,7 +137,7 @@ class EthDevice final : public Device {
   struct Rail {
     std::unique_ptr<Wire> wire;
     bool up = true;               // local link state
-    uint64_t tx_frames = 0, tx_bytes = 0, rx_frames = 0, rx_bytes = 0, downs = 0, failovers = 0;
+    uint64_t tx_frames = 0, tx_bytes = 0, rx_frames = 0, rx_bytes = 0, downs = 0, failovers = 0, checks = 0;
   };
 
   EthDevice(const DeviceConfig& cfg, std::vector<std::unique_ptr<Wire>> rails, uint32_t ep_id);

@@ -66,6 +66,62 @@ uint64_t this_host() {
   return o.empty() ? host_id() : strtoull(o.c_str(), nullptr, 16);
 }
 
+std::vector<std::string> split(const std::string& list, char sep) {
+  std::vector<std::string> out;
+  for (size_t start = 0; start <= list.size();) {
+    size_t c = list.find(sep, start);
+    std::string e = list.substr(start, c == std::string::npos ? std::string::npos : c - start);
+    if (!e.empty()) out.push_back(e);
+    if (c == std::string::npos) break;
+    start = c + 1;
+  }
+  return out;
+}
+
+std::string join(const std::vector<std::string>& v, char sep) {
+  std::string s;
+  for (const std::string& e : v) s += (s.empty() ? "" : std::string(1, sep)) + e;
+  return s;
+}
+
+// The interfaces of a comma-separated list (empty: discovery); with the
+// loopback backend, in-process segments of those names.
+std::vector<Iface> describe_ifaces(const std::string& list) {
+  std::vector<Iface> out;
+  if (loopback_backend()) {
+    for (const std::string& n : split(list.empty() ? "loop0" : list, ',')) {
+      Iface i;
+      i.name = i.nic.name = n;
+      i.nic.mtu = 1500;
+      i.nic.state = FI_LINK_UP;
+      i.nic.address = "02:00:00:00:00:0" + std::to_string(out.size() % 10);
+      out.push_back(i);
+    }
+    return out;
+  }
+  std::vector<std::string> skipped;
+  out = find_ifaces(list, &skipped);
+  for (const std::string& s : skipped) PM_INFO(FI_LOG_CORE, "interface %s", s.c_str());
+  return out;
+}
+
+// The trunk's NIC: every rail's name and MAC joined by '+', the smallest
+// MTU, the sum of the speeds.
+Iface make_trunk(const std::vector<Iface>& rails) {
+  Iface t;
+  t.nic.mtu = SIZE_MAX;
+  t.nic.state = FI_LINK_UP;
+  for (const Iface& r : rails) {
+    t.name += (t.name.empty() ? "" : "+") + r.name;
+    t.nic.address += (t.nic.address.empty() ? "" : "+") + r.nic.address;
+    t.nic.mtu = std::min(t.nic.mtu, r.nic.mtu);
+    t.nic.speed += r.nic.speed;
+    t.nic.driver = r.nic.driver;
+  }
+  t.nic.name = t.name;
+  return t;
+}
+
 uint32_t job_key(const fi_info& info) {
   const fi_domain_attr* d = info.domain_attr;
   if (!d || !d->auth_key || !d->auth_key_size) return 0;
@@ -91,52 +147,38 @@ class PmEth final : public ProviderDef {
   }
 
   fi_info* templates(std::string* why) override {
-    std::vector<Iface> ifaces;
-    std::vector<std::string> skipped;
-    if (loopback_backend()) {
-      std::string list = g_params.get_string("iface");
-      if (list.empty()) list = "loop0";
-      size_t start = 0;
-      while (start <= list.size()) {
-        size_t c = list.find(',', start);
-        Iface i;
-        i.name = list.substr(start, c == std::string::npos ? std::string::npos : c - start);
-        i.nic.name = i.name;
-        i.nic.mtu = 1500;
-        i.nic.state = FI_LINK_UP;
-        i.nic.address = "02:00:00:00:00:0" + std::to_string(ifaces.size() % 10);
-        if (!i.name.empty()) ifaces.push_back(i);
-        if (c == std::string::npos) break;
-        start = c + 1;
-      }
-    } else {
+    if (!loopback_backend()) {
       UniqueFd probe(socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0));
       if (!probe) {
         *why = errno == EPERM ? "raw packet sockets need CAP_NET_RAW" : std::string("AF_PACKET: ") + strerror(errno);
         return nullptr;
       }
-      ifaces = find_ifaces(g_params.get_string("iface"), &skipped);
-      for (const std::string& s : skipped) PM_INFO(FI_LOG_CORE, "interface %s", s.c_str());
+    }
+    // Entries a+b+.. name trunks; other entries single interfaces, of which
+    // two or more also make one trunk of the first kMaxRails.
+    std::vector<std::string> singles, trunk_lists;
+    for (const std::string& e : split(g_params.get_string("iface"), ','))
+      (e.find('+') != std::string::npos ? trunk_lists : singles).push_back(e);
+    bool named = !singles.empty() || !trunk_lists.empty();
+    std::vector<Iface> ifaces;
+    if (!named || !singles.empty()) ifaces = describe_ifaces(join(singles, ','));
+    if (trunk_lists.empty() && ifaces.size() >= 2) {
+      std::vector<std::string> names;
+      for (size_t k = 0; k < ifaces.size() && k < kMaxRails; k++) names.push_back(ifaces[k].name);
+      trunk_lists.push_back(join(names, '+'));
+    }
+    for (const std::string& t : trunk_lists) {
+      std::vector<std::string> names = split(t, '+');
+      std::vector<Iface> rails = describe_ifaces(join(names, ','));
+      if (rails.size() != names.size() || rails.size() > kMaxRails) {
+        PM_INFO(FI_LOG_CORE, "trunk %s: needs 2 to %zu usable interfaces", t.c_str(), kMaxRails);
+        continue;
+      }
+      ifaces.push_back(make_trunk(rails));
     }
     if (ifaces.empty()) {
       *why = "no usable Ethernet interface (set FI_PMETH_IFACE; FI_LOG_LEVEL=info lists the skipped ones)";
       return nullptr;
-    }
-    // A trunk of every interface (up to kMaxRails): reliable endpoints only.
-    if (ifaces.size() >= 2) {
-      Iface t;
-      t.nic.mtu = SIZE_MAX;
-      t.nic.state = FI_LINK_UP;
-      for (size_t k = 0; k < ifaces.size() && k < kMaxRails; k++) {
-        const NicDesc& n = ifaces[k].nic;
-        t.name += (k ? "+" : "") + ifaces[k].name;
-        t.nic.address += (k ? "+" : "") + n.address;
-        t.nic.mtu = std::min(t.nic.mtu, n.mtu);
-        t.nic.speed += n.speed;
-        t.nic.driver = n.driver;
-      }
-      t.nic.name = t.name;
-      ifaces.push_back(t);
     }
     fi_info* head = nullptr;
     fi_info** tail = &head;

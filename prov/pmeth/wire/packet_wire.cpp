@@ -1,7 +1,9 @@
 // AF_PACKET backend: receive ring polled from user space (an empty poll is a
 // memory read), transmit ring filled in user space and kicked once per burst.
 #include <arpa/inet.h>
+#include <linux/ethtool.h>
 #include <linux/filter.h>
+#include <linux/sockios.h>
 #include <linux/if_packet.h>
 #include <net/ethernet.h>
 #include <net/if.h>
@@ -153,11 +155,18 @@ class PacketWire final : public Wire {
   size_t rx_capacity() const noexcept override { return rx_.tp_frame_nr; }
   const uint8_t* mac() const noexcept override { return mac_; }
   const char* kind() const noexcept override { return "af_packet"; }
+  // Administratively up and with carrier. The carrier comes from ethtool
+  // (immediate); IFF_RUNNING follows the operational state, which the
+  // kernel may update up to a second later.
   bool link_up() noexcept override {
     ifreq ifr{};
     snprintf(ifr.ifr_name, IFNAMSIZ, "%s", iface_.c_str());
-    if (ioctl(fd_.get(), SIOCGIFFLAGS, &ifr) != 0) return false;
-    return (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
+    if (ioctl(fd_.get(), SIOCGIFFLAGS, &ifr) != 0 || !(ifr.ifr_flags & IFF_UP)) return false;
+    ethtool_value ev{};
+    ev.cmd = ETHTOOL_GLINK;
+    ifr.ifr_data = reinterpret_cast<char*>(&ev);
+    if (ioctl(fd_.get(), SIOCETHTOOL, &ifr) == 0) return ev.data != 0;
+    return ifr.ifr_flags & IFF_RUNNING;
   }
 
  private:
