@@ -684,12 +684,12 @@ void EthDevice::run_timers(uint64_t now) {
       if (p.rails > 1) {
         // Nothing heard on the rail the oldest frame took, for a whole
         // RTO: that rail is out of use for this peer until it answers.
-        // (Only when another rail was heard meanwhile: a peer that is
+        // (Only when another rail was heard well after it: a peer that is
         // silent everywhere is slow, not a rail.)
         unsigned r = p.ring[p.una % cfg_.window].rail;
         bool others_heard = false;
         for (unsigned o = 0; o < p.rails; o++)
-          if (o != r && rail_usable(p, o) && now - p.rail_heard_ns[o] <= p.rto_ns) others_heard = true;
+          if (o != r && rail_usable(p, o) && p.rail_heard_ns[o] > p.rail_heard_ns[r] + p.rto_ns) others_heard = true;
         if (!p.rail_down[r] && now - p.rail_heard_ns[r] > p.rto_ns && others_heard) {
           p.rail_down[r] = true;
           p.rail_probe_ns[r] = now;

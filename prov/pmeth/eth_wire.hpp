@@ -204,7 +204,11 @@ inline bool decode_name(const void* buf, size_t len, EthName* n) {
   n->shm_key = get64(p + 24);
   n->shm_pid = get32(p + 32);
   for (size_t r = 0; r < n->rails; r++) memcpy(n->mac[r], p + 40 + 6 * r, 6);
-  return n->ep_id != 0 && (!n->has_shm || n->shm_key != 0);
+  // Reserved bytes and unused rails are zero: a name is valid in one form only.
+  bool zero = p[7] == 0 && get32(p + 36) == 0;
+  for (size_t i = 40 + 6 * size_t(n->rails); i < kNameLen; i++) zero = zero && p[i] == 0;
+  if (!n->has_shm) zero = zero && n->shm_uid == 0 && n->shm_key == 0 && n->shm_pid == 0;
+  return zero && n->ep_id != 0 && (!n->has_shm || n->shm_key != 0);
 }
 
 } // namespace pm::eth

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -162,6 +163,16 @@ class PmEth final : public ProviderDef {
     bool named = !singles.empty() || !trunk_lists.empty();
     std::vector<Iface> ifaces;
     if (!named || !singles.empty()) ifaces = describe_ifaces(join(singles, ','));
+    // Nearest NICs first (a stable order otherwise).
+    std::vector<NicDesc> nics;
+    for (const Iface& i : ifaces) nics.push_back(i.nic);
+    std::vector<int> dist = nic_distances(nics);
+    std::vector<size_t> order(ifaces.size());
+    for (size_t k = 0; k < order.size(); k++) order[k] = k;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return dist[a] < dist[b]; });
+    std::vector<Iface> sorted;
+    for (size_t k : order) sorted.push_back(ifaces[k]);
+    ifaces.swap(sorted);
     if (trunk_lists.empty() && ifaces.size() >= 2) {
       std::vector<std::string> names;
       for (size_t k = 0; k < ifaces.size() && k < kMaxRails; k++) names.push_back(ifaces[k].name);

@@ -1,5 +1,7 @@
 #include "core/nic.hpp"
 
+#include <hwloc.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -108,6 +110,39 @@ fid_nic* make_nic(const NicDesc& d) {
   n->link_attr->state = d.state;
   n->link_attr->network_type = strdup("Ethernet");
   return n;
+}
+
+// The topology is loaded once per process (tens of milliseconds), and only
+// when some NIC has a PCI address to place.
+std::vector<int> nic_distances(const std::vector<NicDesc>& nics) {
+  std::vector<int> d(nics.size(), 2);
+  bool any_pci = false;
+  for (const NicDesc& n : nics) any_pci |= n.pci;
+  if (!any_pci) return d;
+  static hwloc_topology_t topo = [] {
+    hwloc_topology_t t = nullptr;
+    if (hwloc_topology_init(&t) != 0) return (hwloc_topology_t) nullptr;
+    hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    if (hwloc_topology_load(t) != 0) {
+      hwloc_topology_destroy(t);
+      return (hwloc_topology_t) nullptr;
+    }
+    return t;
+  }();
+  if (!topo) return d;
+  hwloc_bitmap_t mine = hwloc_bitmap_alloc();
+  if (!mine) return d;
+  if (hwloc_get_cpubind(topo, mine, HWLOC_CPUBIND_THREAD) != 0)
+    hwloc_bitmap_copy(mine, hwloc_topology_get_allowed_cpuset(topo));
+  for (size_t i = 0; i < nics.size(); i++) {
+    const NicDesc& n = nics[i];
+    if (!n.pci) continue;
+    hwloc_obj_t dev = hwloc_get_pcidev_by_busid(topo, n.pci_domain, n.pci_bus, n.pci_dev, n.pci_fn);
+    hwloc_obj_t anc = dev ? hwloc_get_non_io_ancestor_obj(topo, dev) : nullptr;
+    if (anc && anc->cpuset) d[i] = hwloc_bitmap_intersects(anc->cpuset, mine) ? 0 : 1;
+  }
+  hwloc_bitmap_free(mine);
+  return d;
 }
 
 }  // namespace pm

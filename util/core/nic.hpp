@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <rdma/fabric.h>
 
@@ -24,5 +25,12 @@ struct NicDesc {
 
 // A new nic fid (nullptr when out of memory); fi_freeinfo closes it.
 fid_nic* make_nic(const NicDesc& d);
+
+// Distance of each NIC from the calling thread (hwloc): 0 when the NIC's
+// PCI device hangs below the cores the thread may run on, 1 when below
+// other cores, 2 when unknown (no PCI address, e.g. virtual interfaces).
+// Callers list near NICs first, so that consumers choosing by locality
+// (MPI's NIC selection) find them.
+std::vector<int> nic_distances(const std::vector<NicDesc>& nics);
 
 } // namespace pm

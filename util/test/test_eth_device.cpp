@@ -1613,3 +1613,148 @@ Test(eth, different_jobs_do_not_talk) {
   check_drops(*g_b, Drops{0, 0, 5, 0, 0, 0, 0}, "dgram B");
   cr_assert_not(has_peer_line(*g_b, 1));
 }
+
+// --- trunking ---------------------------------------------------------------
+namespace {
+
+// A device over one rail per segment (rail i of every device on segs[i]).
+std::unique_ptr<EthDevice> open_trunk(uint32_t ep, const std::vector<std::string>& segs,
+                                      const DeviceConfig& cfg = config()) {
+  std::vector<std::unique_ptr<Wire>> rails;
+  for (const std::string& s : segs) rails.push_back(open_wire(ep, s));
+  int err = 0;
+  std::unique_ptr<EthDevice> d = EthDevice::open(cfg, std::move(rails), ep, &err);
+  cr_assert_not_null(d.get(), "EthDevice::open with %zu rails: %d", segs.size(), err);
+  return d;
+}
+
+// "railN: up|down tx_frames=..": the value of `key` in rail N's part.
+uint64_t rail_stat(const EthDevice& d, unsigned rail, const char* key) {
+  std::string s = d.stats();
+  std::string tag = " rail" + std::to_string(rail) + ": ";
+  size_t at = s.find(tag);
+  cr_assert_neq(at, std::string::npos, "no %s in %s", tag.c_str(), s.c_str());
+  size_t end = s.find(';', at);
+  return value_in(s.substr(at, end - at), key);
+}
+
+bool rail_up(const EthDevice& d, unsigned rail) {
+  std::string s = d.stats();
+  return s.find(" rail" + std::to_string(rail) + ": up ") != std::string::npos;
+}
+
+// Streams packets [first, last) from A to B over whatever rails work,
+// pumping; `each(i)` runs before packet i is offered.
+void trunk_stream(PeerId to_b, uint64_t first, uint64_t last, const std::vector<size_t>& lens,
+                  const std::function<void(uint64_t)>& each = {}) {
+  uint64_t next = first;
+  bool ok = pump([&] { return next == last && g_rb.got.size() >= last && g_a->tx_state(to_b, last) == 1; }, 10,
+                 [&] {
+                   while (next < last) {
+                     if (each) each(next);
+                     int rc = send_pkt(*g_a, to_b, next, lens[next]);
+                     if (rc == -FI_EAGAIN) break;
+                     cr_assert_eq(rc, 0, "send %" PRIu64 ": %d", next, rc);
+                     next++;
+                   }
+                 });
+  cr_assert(ok, "%" PRIu64 " sent, %zu delivered before the deadline\n%s\n%s", next, g_rb.got.size(),
+            g_a->stats().c_str(), g_b->stats().c_str());
+}
+
+void check_stream(uint64_t n, const std::vector<size_t>& lens) {
+  pump_for(0.03);  // late duplicates would show up now
+  cr_assert_eq(g_rb.got.size(), n, "%zu packets delivered, want %" PRIu64 "\n%s", g_rb.got.size(), n,
+               g_b->stats().c_str());
+  PeerId from_a = resolve(*g_b, *g_a);
+  for (uint64_t i = 0; i < n; i++) check_pkt(g_rb.got[i], from_a, i, lens[i]);
+}
+
+std::vector<size_t> trunk_lens(uint64_t n) {
+  std::mt19937_64 rng(77);
+  std::vector<size_t> lens(n);
+  for (uint64_t i = 0; i < n; i++) lens[i] = i % 10 == 0 ? size_t(rng() % 100) : 600 + size_t(rng() % (kMaxPayload - 600));
+  return lens;
+}
+
+}  // namespace
+
+// Large frames spread over both rails, small ones on one; one rail slower
+// than the other reorders them, and the receiver restores the order.
+Test(eth, trunk_stripes_and_restores_order) {
+  std::vector<std::string> segs = {new_segment(), new_segment()};
+  LoopFaults slow;
+  slow.delay_us = 300;
+  set_faults(slow, segs[1]);
+  g_a = open_trunk(1, segs);
+  g_b = open_trunk(2, segs);
+  cr_assert_eq(g_a->rails(), 2u);
+  EthName n;
+  cr_assert(pm::eth::decode_name(g_a->name(), g_a->name_len(), &n));
+  cr_assert_eq(n.rails, 2);
+  cr_assert_neq(memcmp(n.mac[0], n.mac[1], 6), 0);
+  PeerId to_b = resolve(*g_a, *g_b);
+  const uint64_t N = 3000;
+  std::vector<size_t> lens = trunk_lens(N);
+  trunk_stream(to_b, 0, N, lens);
+  check_stream(N, lens);
+  uint64_t r0 = rail_stat(*g_a, 0, "tx_frames"), r1 = rail_stat(*g_a, 1, "tx_frames");
+  cr_log_info("rail frames %" PRIu64 " / %" PRIu64 "\n%s", r0, r1, g_b->stats().c_str());
+  cr_assert_gt(r1 * 3, r0, "rail 1 carried %" PRIu64 " frames, rail 0 %" PRIu64, r1, r0);
+  cr_assert_gt(r0 * 3, r1, "rail 0 carried %" PRIu64 " frames, rail 1 %" PRIu64, r0, r1);
+  cr_assert_gt(peer_stat(*g_b, 1, "out_of_order"), 0u, "the slower rail never reordered anything");
+}
+
+// A rail whose link goes down in mid-stream: its unacknowledged frames go
+// on the other rail, nothing is lost or delivered twice, and it is used
+// again once its link is back.
+Test(eth, trunk_rail_down_mid_stream_then_back) {
+  std::vector<std::string> segs = {new_segment(), new_segment()};
+  g_a = open_trunk(1, segs);
+  g_b = open_trunk(2, segs);
+  PeerId to_b = resolve(*g_a, *g_b);
+  const uint64_t N = 3000;
+  std::vector<size_t> lens = trunk_lens(N);
+  LoopFaults down;
+  down.down = true;
+  trunk_stream(to_b, 0, 2000, lens, [&](uint64_t i) {
+    if (i != 500) return;
+    set_faults(down, segs[1]);
+    // The link check runs every 20 ms: the stream waits for it.
+    cr_assert(pump([&] { return !rail_up(*g_a, 1); }, 1), "link down not seen");
+  });
+  cr_assert_eq(rail_stat(*g_a, 1, "downs"), 1u, "%s", g_a->stats().c_str());
+  cr_assert_not(rail_up(*g_a, 1));
+  uint64_t r1_down = rail_stat(*g_a, 1, "tx_frames");
+  set_faults(LoopFaults{}, segs[1]);
+  pump_for(0.05);  // the link check runs every 20 ms
+  cr_assert(rail_up(*g_a, 1), "%s", g_a->stats().c_str());
+  trunk_stream(to_b, 2000, N, lens);
+  check_stream(N, lens);
+  cr_assert_gt(rail_stat(*g_a, 1, "tx_frames"), r1_down + 100, "rail 1 not used again after its link came back");
+}
+
+// A rail that silently loses everything (link up): the sender notices the
+// silence, moves the rail's frames to the other one, and keeps probing it;
+// when it carries frames again it is taken back.
+Test(eth, trunk_silent_rail_is_taken_out_and_back) {
+  std::vector<std::string> segs = {new_segment(), new_segment()};
+  g_a = open_trunk(1, segs);
+  g_b = open_trunk(2, segs);
+  PeerId to_b = resolve(*g_a, *g_b);
+  const uint64_t N = 2000;
+  std::vector<size_t> lens = trunk_lens(N);
+  LoopFaults black;
+  black.drop = 1.0;
+  trunk_stream(to_b, 0, 1200, lens, [&](uint64_t i) {
+    if (i == 300) set_faults(black, segs[1]);
+  });
+  cr_assert_gt(rail_stat(*g_a, 1, "failovers"), 0u, "%s", g_a->stats().c_str());
+  set_faults(LoopFaults{}, segs[1]);
+  uint64_t rx1 = rail_stat(*g_a, 1, "rx_frames");
+  cr_assert(pump([&] { return rail_stat(*g_a, 1, "rx_frames") > rx1; }, 1), "no answer to the rail probes");
+  uint64_t tx1 = rail_stat(*g_a, 1, "tx_frames");
+  trunk_stream(to_b, 1200, N, lens);
+  check_stream(N, lens);
+  cr_assert_gt(rail_stat(*g_a, 1, "tx_frames"), tx1 + 100, "rail 1 not taken back");
+}

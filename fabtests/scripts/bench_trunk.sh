@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# PM/Composite and network trunking, measured (issue figures):
+#  - composite overhead: 8-byte round trip (and 1 MiB bandwidth) of pmeth to
+#    a peer with the same host id (through the composite device's shared
+#    memory) against pmshm directly, on this host, interleaved repetitions;
+#  - trunking: two namespaces joined by 4 veth pairs, each limited by a tbf
+#    qdisc to --rate; 1 MiB bandwidth over 1, 2 and 4 rails (pmeth's trunk
+#    domains) and the 8-byte round trip over 1 and 4 rails.
+# Prints the ratio tables; CSV under --out. Needs root for the trunk part.
+#
+#   bench_trunk.sh [--bin-dir DIR] [--out DIR] [--reps N] [--rate 250mbit]
+#                  [--mtu 1500] [--quick] [--only composite|trunk]
+set -u
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/bench_lib.sh"
+bin_dir="" out="" nreps=5 rate=250mbit mtu=1500 quick=0 only=""
+while (($#)); do
+    case "$1" in
+        --bin-dir) bin_dir="$2"; shift 2 ;;
+        --out) out="$2"; shift 2 ;;
+        --reps) nreps="$2"; shift 2 ;;
+        --rate) rate="$2"; shift 2 ;;
+        --mtu) mtu="$2"; shift 2 ;;
+        --quick) quick=1; nreps=3; shift ;;
+        --only) only="$2"; shift 2 ;;
+        *) sed -n '2,13p' "$0"; exit 2 ;;
+    esac
+done
+[[ -n "$bin_dir" ]] || bin_dir="$(cd "$here/../.." && pwd)/build/fabtests"
+[[ -n "$out" ]] || out="$(mktemp -d /tmp/bench_trunk.XXXXXX)"
+export FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-$(cd "$here/../.." && pwd)/build/lib}"
+# Interleaved: each repetition measures every contender once (measure with
+# one repetition), so a change of the machine's speed hits all alike; the
+# median over the repetitions is taken at the end.
+bench_init "$out" 1
+pin=(-c 0,1)
+extra=()
+((quick)) && extra=(--short)
+
+if [[ -z $only || $only == composite ]]; then
+    echo "== composite: pmeth to a same-host peer (shared memory) vs pmshm, $nreps interleaved repetitions"
+    for ((r = 1; r <= nreps; r++)); do
+        for prov in pmshm pmeth; do
+            FI_PMETH_IFACE=lo measure "$prov" pingpong 8 lat_us -- "$bin_dir/ft_pingpong" -p "$prov" -m tagged -S 8 "${pin[@]}" "${extra[@]}"
+            FI_PMETH_IFACE=lo measure "$prov" bw 1048576 bw_MBps -- "$bin_dir/ft_bw" -p "$prov" -S 1M "${pin[@]}" "${extra[@]}"
+        done
+    done
+fi
+
+if [[ -z $only || $only == trunk ]]; then
+    p=pmbt
+    cleanup() { "$here/netns.sh" down "$p" >/dev/null 2>&1; }
+    trap cleanup EXIT
+    PM_NETNS_RAILS=4 PM_NETNS_MTU=$mtu "$here/netns.sh" up "$p" || { echo "bench_trunk.sh: trunk part needs root" >&2; exit 77; }
+    "$here/netns.sh" rate "$p" "$rate" || exit 1
+    export FT_NETNS="${p}a,${p}b" FT_HOSTID=1,2
+    rails_of() {  # first n rails of each side, as FT_IFACE
+        local n=$1 a="" b="" i
+        for ((i = 0; i < n; i++)); do
+            local sa="${p}va" sb="${p}vb"
+            ((i > 0)) && sa+=$i && sb+=$i
+            a+="${a:+"+"}$sa" b+="${b:+"+"}$sb"
+        done
+        echo "$a,$b"
+    }
+    echo "== trunk: $rate per rail (tbf), MTU $mtu, $nreps interleaved repetitions"
+    for ((r = 1; r <= nreps; r++)); do
+        for n in 1 2 4; do
+            FT_IFACE=$(rails_of $n) measure "rails$n" bw 1048576 bw_MBps -- "$bin_dir/ft_bw" -p pmeth -S 1M "${pin[@]}" "${extra[@]}"
+        done
+        for n in 1 4; do
+            FT_IFACE=$(rails_of $n) measure "rails$n" pingpong 8 lat_us -- "$bin_dir/ft_pingpong" -p pmeth -m tagged -S 8 "${pin[@]}" "${extra[@]}"
+        done
+    done
+    cleanup
+fi
+
+# Medians over the repetitions, then the ratio tables.
+{
+    head -1 "$med"
+    tail -n +2 "$med" | cut -d, -f1-4 | awk '!seen[$0]++' | while IFS= read -r key; do
+        v=$(tail -n +2 "$med" | grep -F "$key," | cut -d, -f5 | grep -v '^NA$' | median)
+        echo "$key,$v"
+    done
+} >"$med.tmp" && mv "$med.tmp" "$med"
+if [[ -z $only || $only == composite ]]; then
+    ratio_table pmeth pmshm
+    echo "(composite overhead: the pingpong ratio - 1; target <= 3 %)"
+fi
+if [[ -z $only || $only == trunk ]]; then
+    ratio_table rails2 rails1
+    ratio_table rails4 rails1
+    echo "(targets: bw 2 rails >= 1.9, 4 rails >= 3.6; pingpong 4 rails <= 1.05)"
+fi
+echo
+echo "CSV: $raw $med"
