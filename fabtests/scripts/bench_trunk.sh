@@ -39,7 +39,7 @@ extra=()
 
 if [[ -z $only || $only == composite ]]; then
     echo "== composite: pmeth to a same-host peer (shared memory) vs pmshm, $nreps interleaved repetitions"
-    for ((r = 1; r <= nreps; r++)); do
+    for ((rep_i = 1; rep_i <= nreps; rep_i++)); do
         for prov in pmshm pmeth; do
             FI_PMETH_IFACE=lo measure "$prov" pingpong 8 lat_us -- "$bin_dir/ft_pingpong" -p "$prov" -m tagged -S 8 "${pin[@]}" "${extra[@]}"
             FI_PMETH_IFACE=lo measure "$prov" bw 1048576 bw_MBps -- "$bin_dir/ft_bw" -p "$prov" -S 1M "${pin[@]}" "${extra[@]}"
@@ -64,7 +64,7 @@ if [[ -z $only || $only == trunk ]]; then
         echo "$a,$b"
     }
     echo "== trunk: $rate per rail (tbf), MTU $mtu, $nreps interleaved repetitions"
-    for ((r = 1; r <= nreps; r++)); do
+    for ((rep_i = 1; rep_i <= nreps; rep_i++)); do
         for n in 1 2 4; do
             FT_IFACE=$(rails_of $n) measure "rails$n" bw 1048576 bw_MBps -- "$bin_dir/ft_bw" -p pmeth -S 1M "${pin[@]}" "${extra[@]}"
         done

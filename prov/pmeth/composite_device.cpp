@@ -85,7 +85,8 @@ PeerId CompositeDevice::up_id(Kind kind, PeerId sub) noexcept {
 
 void CompositeDevice::UpSink::on_packet(const RxPacket& pkt) noexcept {
   RxPacket q = pkt;
-  q.peer = self->up_id(kind, pkt.peer);
+  const std::vector<PeerId>& m = self->by_sub_[kind];
+  q.peer = pkt.peer < m.size() && m[pkt.peer] != kNoPeer ? m[pkt.peer] : self->up_id(kind, pkt.peer);
   if (q.peer != kNoPeer) up->on_packet(q);
 }
 
@@ -107,8 +108,9 @@ int CompositeDevice::poll(PacketSink& sink, int budget) noexcept {
   s.up = &sink;
   s.kind = kShm;
   int n = shm_->poll(s, budget);
+  if (eth_->quiet()) return n;
   s.kind = kEth;
-  return n + eth_->poll(s, std::max(budget - n, 1));
+  return n + eth_->poll_busy(s, std::max(budget - n, 1));
 }
 
 std::string CompositeDevice::stats() const {

@@ -18,6 +18,22 @@
 namespace pm::eth {
 
 class CompositeDevice final : public Device {
+ private:
+  enum Kind : uint8_t { kShm = 0, kEth = 1 };
+  struct Peer {
+    Kind kind;
+    PeerId sub;               // the peer's id in its device
+    bool name_known = false;
+    uint8_t name[kNameLen];
+  };
+  // f(device, sub-device peer id) on the peer's device, called through its
+  // final type (no second virtual dispatch on the fast path).
+  template <class F>
+  auto on(PeerId peer, F&& f) const {
+    const Peer& p = peers_[peer];
+    return p.kind == kShm ? f(*shm_, p.sub) : f(*eth_, p.sub);
+  }
+
  public:
   // Takes both devices; the Ethernet name gains the shared-memory part.
   static std::unique_ptr<CompositeDevice> open(std::unique_ptr<EthDevice> eth,
@@ -30,39 +46,40 @@ class CompositeDevice final : public Device {
   const void* peer_name(PeerId peer, size_t* len) const noexcept override;
   size_t max_payload() const noexcept override { return std::min(eth_->max_payload(), shm_->max_payload()); }
   size_t max_payload(PeerId peer) const noexcept override {
-    return peer < peers_.size() ? dev(peer).max_payload() : max_payload();
+    return peer < peers_.size() ? on(peer, [](auto& d, PeerId) { return d.max_payload(); }) : max_payload();
   }
   int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
            size_t len) noexcept override {
     if (peer >= peers_.size()) return -FI_EINVAL;
-    return dev(peer).send(peers_[peer].sub, hdr, iov, iovcnt, offset, len);
+    return on(peer, [&](auto& d, PeerId sub) { return d.send(sub, hdr, iov, iovcnt, offset, len); });
   }
   void flush() noexcept override {
     shm_->flush();
     eth_->flush();
   }
   uint64_t tx_ticket(PeerId peer) const noexcept override {
-    return peer < peers_.size() ? dev(peer).tx_ticket(peers_[peer].sub) : 0;
+    return peer < peers_.size() ? on(peer, [](auto& d, PeerId sub) { return d.tx_ticket(sub); }) : 0;
   }
   int tx_state(PeerId peer, uint64_t ticket) noexcept override {
-    return peer < peers_.size() ? dev(peer).tx_state(peers_[peer].sub, ticket) : -FI_EINVAL;
+    return peer < peers_.size() ? on(peer, [&](auto& d, PeerId sub) { return d.tx_state(sub, ticket); })
+                                : -FI_EINVAL;
   }
   int poll(PacketSink& sink, int budget) noexcept override;
   bool can_read_remote(PeerId peer) noexcept override {
-    return peer < peers_.size() && dev(peer).can_read_remote(peers_[peer].sub);
+    return peer < peers_.size() && on(peer, [](auto& d, PeerId sub) { return d.can_read_remote(sub); });
   }
   ssize_t read_remote(PeerId peer, const struct iovec* local, size_t lcnt, const struct iovec* remote,
                       size_t rcnt) noexcept override {
     if (peer >= peers_.size()) return -FI_EINVAL;
-    return dev(peer).read_remote(peers_[peer].sub, local, lcnt, remote, rcnt);
+    return on(peer, [&](auto& d, PeerId sub) { return d.read_remote(sub, local, lcnt, remote, rcnt); });
   }
   ssize_t write_remote(PeerId peer, const struct iovec* local, size_t lcnt, const struct iovec* remote,
                        size_t rcnt) noexcept override {
     if (peer >= peers_.size()) return -FI_EINVAL;
-    return dev(peer).write_remote(peers_[peer].sub, local, lcnt, remote, rcnt);
+    return on(peer, [&](auto& d, PeerId sub) { return d.write_remote(sub, local, lcnt, remote, rcnt); });
   }
   bool peer_alive(PeerId peer) noexcept override {
-    return peer < peers_.size() && dev(peer).peer_alive(peers_[peer].sub);
+    return peer < peers_.size() && on(peer, [](auto& d, PeerId sub) { return d.peer_alive(sub); });
   }
   int wait_fd() const noexcept override { return epfd_.get(); }
   void arm_wait(bool armed) noexcept override {
@@ -76,13 +93,6 @@ class CompositeDevice final : public Device {
   std::string stats() const override;
 
  private:
-  enum Kind : uint8_t { kShm = 0, kEth = 1 };
-  struct Peer {
-    Kind kind;
-    PeerId sub;               // the peer's id in its device
-    bool name_known = false;
-    uint8_t name[kNameLen];
-  };
   // Renames the sub-device's peer ids on the way up.
   struct UpSink final : PacketSink {
     CompositeDevice* self;
@@ -93,9 +103,6 @@ class CompositeDevice final : public Device {
 
   CompositeDevice(std::unique_ptr<EthDevice> eth, std::unique_ptr<shm::ShmDevice> shm)
       : eth_(std::move(eth)), shm_(std::move(shm)) {}
-  Device& dev(PeerId peer) const {
-    return peers_[peer].kind == kShm ? static_cast<Device&>(*shm_) : static_cast<Device&>(*eth_);
-  }
   PeerId bind(Kind kind, PeerId sub, const void* name) noexcept;
   PeerId up_id(Kind kind, PeerId sub) noexcept;
 

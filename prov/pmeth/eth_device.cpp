@@ -21,7 +21,6 @@ constexpr uint64_t kTicketBits = 40;
 constexpr uint64_t kTicketMask = (uint64_t(1) << kTicketBits) - 1;
 constexpr size_t kBodyOff = kEthHdr + kPmHdr;
 constexpr uint32_t kMaxProbes = 5;
-constexpr unsigned kIdleClockPolls = 16;
 constexpr size_t kStripeMin = 512;             // smaller frames are not striped
 constexpr uint64_t kLinkCheckNs = 20000000;    // local link state, every 20 ms
 constexpr uint64_t kRailProbeNs = 50000000;    // a rail out of use is probed every 50 ms
@@ -256,6 +255,7 @@ bool EthDevice::emit(Peer& p, unsigned rail, uint8_t* f, size_t len) {
   Frame fr{f, len};
   Rail& r = rails_[rail];
   if (r.wire->tx_burst(&fr, 1) == 1) {
+    tx_pending_ = true;
     r.tx_frames++;
     r.tx_bytes += len;
     return true;
@@ -729,15 +729,15 @@ void EthDevice::check_links(uint64_t now) {
   }
 }
 
-int EthDevice::poll(PacketSink& sink, int budget) noexcept {
+// Frames, or the timers' turn (see quiet()): the clock (expensive in
+// virtual machines) is read only then.
+int EthDevice::poll_busy(PacketSink& sink, int budget) noexcept {
   Frame fr[32];
   int total = 0;
   uint64_t now = 0;
-  // An empty poll is a read of each rail's ring: the clock (expensive in
-  // virtual machines) is read only with frames, or every kIdleClockPolls
-  // empty polls for the timers.
   for (unsigned r = 0; r < rails_.size(); r++) {
     Wire& w = *rails_[r].wire;
+    if (!w.rx_maybe()) continue;
     int n = w.rx_burst(fr, std::min(budget - total, 32));
     if (n == 0) continue;
     if (!now) now = now_ns();
@@ -745,10 +745,6 @@ int EthDevice::poll(PacketSink& sink, int budget) noexcept {
     w.rx_release();
     total += n;
     if (total >= budget) break;
-  }
-  if (total == 0 && ++idle_polls_ < kIdleClockPolls) {
-    flush();
-    return 0;
   }
   idle_polls_ = 0;
   if (!now) now = now_ns();

@@ -89,6 +89,7 @@ class PacketWire final : public Wire {
       return -FI_ENOMEM;
     }
     tx_base_ = ring_ + size_t(rx_.tp_block_size) * rx_.tp_block_nr;
+    track_rx_head();
     sockaddr_ll sll{};
     sll.sll_family = AF_PACKET;
     sll.sll_protocol = htons(cfg.ethertype);
@@ -148,6 +149,7 @@ class PacketWire final : public Wire {
       rx_head_ = (rx_head_ + 1) % rx_.tp_frame_nr;
     }
     rx_taken_ = 0;
+    track_rx_head();
   }
 
   int fd() const noexcept override { return fd_.get(); }
@@ -170,6 +172,11 @@ class PacketWire final : public Wire {
   }
 
  private:
+  void track_rx_head() {
+    rx_flag_ = &reinterpret_cast<tpacket2_hdr*>(ring_ + size_t(rx_head_) * frame_size_)->tp_status;
+    rx_mask_ = TP_STATUS_USER;
+  }
+
   tpacket_req make_req(size_t bytes, size_t block) const {
     tpacket_req r{};
     size_t nblocks = (bytes + block - 1) / block;

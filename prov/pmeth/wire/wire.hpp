@@ -23,6 +23,11 @@ class Wire {
   virtual void tx_flush() noexcept = 0;
   // Up to max received frames, valid until rx_release().
   virtual int rx_burst(Frame* f, int max) noexcept = 0;
+  // Cheap test before rx_burst: false only when nothing has arrived (a
+  // load of the next receive slot's status word, no call).
+  bool rx_maybe() const noexcept {
+    return !rx_flag_ || (__atomic_load_n(rx_flag_, __ATOMIC_ACQUIRE) & rx_mask_);
+  }
   virtual void rx_release() noexcept = 0;
   // Readable when frames are waiting.
   virtual int fd() const noexcept = 0;
@@ -33,6 +38,11 @@ class Wire {
   // Whether the link can carry frames now (slow path: may syscall).
   virtual bool link_up() noexcept { return true; }
   virtual const char* kind() const noexcept = 0;
+ protected:
+  // Backends that can: the word that changes when the next frame arrives,
+  // and the bits that mean it has (kept current by rx_release()).
+  const uint32_t* rx_flag_ = nullptr;
+  uint32_t rx_mask_ = 0;
 };
 
 struct WireConfig {
