@@ -8,12 +8,12 @@
 #    domains) and the 8-byte round trip over 1 and 4 rails.
 # Prints the ratio tables; CSV under --out. Needs root for the trunk part.
 #
-#   bench_trunk.sh [--bin-dir DIR] [--out DIR] [--reps N] [--rate 250mbit]
+#   bench_trunk.sh [--bin-dir DIR] [--out DIR] [--reps N] [--rate 100mbit]
 #                  [--mtu 1500] [--quick] [--only composite|trunk]
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/bench_lib.sh"
-bin_dir="" out="" nreps=5 rate=250mbit mtu=1500 quick=0 only=""
+bin_dir="" out="" nreps=5 rate=100mbit mtu=1500 quick=0 only=""
 while (($#)); do
     case "$1" in
         --bin-dir) bin_dir="$2"; shift 2 ;;
@@ -66,7 +66,7 @@ if [[ -z $only || $only == trunk ]]; then
     echo "== trunk: $rate per rail (tbf), MTU $mtu, $nreps interleaved repetitions"
     for ((rep_i = 1; rep_i <= nreps; rep_i++)); do
         for n in 1 2 4; do
-            FT_IFACE=$(rails_of $n) measure "rails$n" bw 1048576 bw_MBps -- "$bin_dir/ft_bw" -p pmeth -S 1M "${pin[@]}" "${extra[@]}"
+            FT_IFACE=$(rails_of $n) measure "rails$n" bw 1048576 bw_MBps -- "$bin_dir/ft_bw" -p pmeth -S 1M -n 6 -W 8 "${pin[@]}"
         done
         for n in 1 4; do
             FT_IFACE=$(rails_of $n) measure "rails$n" pingpong 8 lat_us -- "$bin_dir/ft_pingpong" -p pmeth -m tagged -S 8 "${pin[@]}" "${extra[@]}"

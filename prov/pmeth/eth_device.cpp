@@ -23,7 +23,8 @@ constexpr size_t kBodyOff = kEthHdr + kPmHdr;
 constexpr uint32_t kMaxProbes = 5;
 constexpr size_t kStripeMin = 512;             // smaller frames are not striped
 constexpr uint64_t kLinkCheckNs = 20000000;    // local link state, every 20 ms
-constexpr uint64_t kRailProbeNs = 50000000;    // a rail out of use is probed every 50 ms
+constexpr uint64_t kRailProbeNs = 10000000;    // a rail out of use is probed every 10 ms
+constexpr uint32_t kRailSilentRtos = 3;        // timeouts with a rail silent before it is taken out
 constexpr uint64_t kNakHoldMinNs = 100000;     // trunks: a gap may be striping, not loss
 
 uint32_t random32() {
@@ -563,6 +564,7 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
   }
   if (rail < kMaxRails) {
     p.rail_heard_ns[rail] = now;
+    p.rail_timeouts[rail] = 0;
     if (p.rail_down[rail]) {
       p.rail_down[rail] = false;
       PM_INFO(FI_LOG_EP_DATA, "rail %u to %s carries frames again", rail, format_name(p.name).c_str());
@@ -690,7 +692,11 @@ void EthDevice::run_timers(uint64_t now) {
         bool others_heard = false;
         for (unsigned o = 0; o < p.rails; o++)
           if (o != r && rail_usable(p, o) && p.rail_heard_ns[o] > p.rail_heard_ns[r] + p.rto_ns) others_heard = true;
-        if (!p.rail_down[r] && now - p.rail_heard_ns[r] > p.rto_ns && others_heard) {
+        // Three such timeouts in a row: a queue on a slow rail can delay
+        // one RTO's worth of acknowledgements, not three.
+        bool silent = now - p.rail_heard_ns[r] > p.rto_ns && others_heard;
+        p.rail_timeouts[r] = silent ? p.rail_timeouts[r] + 1 : 0;
+        if (!p.rail_down[r] && p.rail_timeouts[r] >= kRailSilentRtos) {
           p.rail_down[r] = true;
           p.rail_probe_ns[r] = now;
           PM_INFO(FI_LOG_EP_DATA, "rail %u to %s is silent: its frames go on the other rails", r,

@@ -146,6 +146,7 @@ class EthDevice final : public Device {
     bool rail_down[kMaxRails] = {};
     uint64_t rail_heard_ns[kMaxRails] = {};
     uint64_t rail_probe_ns[kMaxRails] = {};
+    uint32_t rail_timeouts[kMaxRails] = {};  // RTOs in a row with that rail silent
     uint64_t last_heard_ns = 0;
     uint64_t probe_sent_ns = 0;
     // statistics
