@@ -30,7 +30,9 @@ static int iters_for(size_t sz, int lo, int hi) {
 
 static void pingpong(size_t maxsz) {
   unsigned char *s = pm_xmalloc(maxsz), *r = pm_xmalloc(maxsz);
-  for (size_t sz = 1; sz <= maxsz; sz = sz < 8 ? 8 : sz * 8) {
+  const size_t list[] = {1, 8, 64, 512, 4096, 16384, 65536, 262144, 1u << 20, 4u << 20};
+  for (size_t k = 0; k < sizeof list / sizeof list[0] && list[k] <= maxsz; k++) {
+    size_t sz = list[k];
     int iters = iters_for(sz, 10, 5000), warm = iters / 10 + 1;
     pm_phase("pingpong");
     if (rank < 2) pm_fill(s, sz, 77 + sz);
