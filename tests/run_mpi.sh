@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs one MPI program with Open MPI over pmeth (pml cm, mtl ofi, full tag
 # mode) on lo, or across a veth pair whose two ends stay in the root
-# namespace (one rank on the first end, the others on the second, distinct
+# namespace (rank 0 on the first end, rank 1 on the second, distinct
 # FI_PMETH_HOST_ID). The veth is created here and always deleted (trap).
+# Only 2 ranks with --veth: a frame sent on one end leaves through the pair,
+# so two ranks on the same end do not hear each other.
 #
 #   run_mpi.sh [options] -- program [args]
 #     --np N            ranks (default 2)
-#     --veth NAME       use the veth pair NAME0/NAME1 (root only), else lo
+#     --veth NAME       use the veth pair NAME0/NAME1 (root only; 2 ranks), else lo
 #     --mtu M           MTU of the veth pair (default 9000)
 #     --timeout S       bound of the mpirun (default 100 s; killed 5 s later)
 #     --mca KEY VALUE   extra Open MPI parameter (repeatable)
@@ -69,7 +71,7 @@ if [[ -z "$veth" ]]; then
 else
   if [[ $(id -u) != 0 ]]; then echo "SKIP: the veth pair needs root"; exit 77; fi
   command -v ip >/dev/null || { echo "SKIP: ip (iproute2) not found"; exit 77; }
-  ((np >= 2)) || { echo "run_mpi.sh: --veth needs --np >= 2" >&2; exit 2; }
+  ((np == 2)) || { echo "run_mpi.sh: --veth runs exactly 2 ranks (one per end)" >&2; exit 2; }
   a=${veth}0 b=${veth}1
   ip link del "$a" 2>/dev/null   # leftovers of an earlier run of this test
   ip link add "$a" mtu "$mtu" type veth peer name "$b" mtu "$mtu" || { echo "FAIL: cannot create veth $a/$b"; exit 1; }
@@ -82,11 +84,11 @@ else
     sleep 0.1
   done
   tx0=$(stat "$a" tx_bytes) rx0=$(stat "$a" rx_bytes)
-  # MPMD: rank 0 on one end, the other ranks on the other end; frames sent on
-  # one end arrive on the other. Distinct host ids, as on two machines.
+  # MPMD: rank 0 on one end, rank 1 on the other; frames sent on one end
+  # arrive on the other. Distinct host ids, as on two machines.
   cmd=("$mpirun" "${base[@]}" "${mca[@]}"
        -np 1 -x FI_PMETH_IFACE="$a" -x FI_PMETH_HOST_ID=1 "$@" :
-       -np $((np - 1)) -x FI_PMETH_IFACE="$b" -x FI_PMETH_HOST_ID=2 "$@")
+       -np 1 -x FI_PMETH_IFACE="$b" -x FI_PMETH_HOST_ID=2 "$@")
 fi
 
 echo "+ ${cmd[*]}"
