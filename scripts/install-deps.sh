@@ -2,7 +2,8 @@
 # Installs every Debian 12 package the build, the tests and the demo need.
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libfabric-dev libfabric-bin libhwloc-dev libcriterion-dev
-      procps util-linux iproute2 nftables gnuplot-nox)
+      procps util-linux iproute2 nftables gnuplot-nox
+      openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
