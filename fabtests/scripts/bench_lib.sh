@@ -51,7 +51,9 @@ stats() {
 why_failed() {
     local rc="$1" errf="$2" secs="${3:-$run_timeout}" line
     if ((rc == 124 || rc == 137)); then echo "timed out after ${secs}s"; return; fi
-    line="$(grep -a -m1 -E 'FAIL|[Ee]rror|failed|No data available|not permitted' "$errf" 2>/dev/null | cut -c1-200)"
+    # the program's own FAIL line says most; the supervisor's lines less
+    line="$(grep -a -m1 'FAIL' "$errf" 2>/dev/null | cut -c1-200)"
+    [[ -n "$line" ]] || line="$(grep -a -m1 -E 'with signal|by signal|[Ee]rror|failed|not permitted' "$errf" 2>/dev/null | cut -c1-200)"
     [[ -n "$line" ]] || line="exit status $rc, no result line"
     echo "$line"
 }
