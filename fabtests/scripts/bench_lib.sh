@@ -102,6 +102,12 @@ measure() {
         line="$(grep -a "^prov=" "$tmp" | grep -a -F -- "$match" | tail -1)"
         v=""
         [[ -n "$line" ]] && v="$(field "$metric" <<<"$line")"
+        # bw_MBps is printed with 2 decimals (0.00 for tiny messages on a slow
+        # path); size / lat_us is the same quantity with more digits when lat_us >= 1
+        if [[ $metric == bw_MBps && -n "$v" ]]; then
+            v="$(awk -v s="$size" -v l="$(field lat_us <<<"$line")" -v b="$v" \
+                'BEGIN { if (l + 0 >= 1) printf "%.6g\n", s / l; else print b }')"
+        fi
         if [[ -n "$v" && $rc -eq 0 ]]; then
             vals+=("$v")
             nok=$((nok + 1))
