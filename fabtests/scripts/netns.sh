@@ -18,6 +18,8 @@
 #                                    (pmeth) arriving on each veth (nftables netdev
 #                                    ingress, counted); 0 removes the rule
 #   netns.sh counters <prefix>       print what the loss rules saw and dropped
+#   netns.sh addr <prefix>           give <prefix>va 192.0.2.1/24 and <prefix>vb
+#                                    192.0.2.2/24 (TEST-NET-1), for IP providers
 #   netns.sh down <prefix>           delete everything of <prefix> (idempotent)
 #
 # <prefix>: 1..13 of [a-z0-9] (interface names are limited to 15 bytes).
@@ -29,7 +31,7 @@ readonly ETHERTYPE=0x88b5
 readonly TABLE=pmfabric_loss
 readonly SETTLE_S=5   # bound on waiting for the veth link to come up
 
-usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "netns.sh: $*" >&2; exit 1; }
 
 check_prefix() {
@@ -174,6 +176,16 @@ EOF
     done
 }
 
+cmd_addr() {
+    local p=$1 side i=1
+    for side in a b; do
+        ns_exists "$p$side" || die "no namespace $p$side (run 'up' first)"
+        ip -n "$p$side" addr replace "192.0.2.$i/24" dev "${p}v$side" \
+            || die "cannot set 192.0.2.$i/24 on ${p}v$side"
+        i=$((i + 1))
+    done
+}
+
 # Prints "<ns> <dev> seen=<frames> dropped=<frames>" per side (nothing
 # where no loss rule is installed).
 cmd_counters() {
@@ -197,5 +209,6 @@ case $cmd in
     down) (($# == 2)) || usage; cmd_down "$prefix" || die "could not remove everything of $prefix" ;;
     loss) (($# == 3)) || usage; cmd_loss "$prefix" "$3" ;;
     counters) (($# == 2)) || usage; cmd_counters "$prefix" ;;
+    addr) (($# == 2)) || usage; cmd_addr "$prefix" ;;
     *) usage ;;
 esac
