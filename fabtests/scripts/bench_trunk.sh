@@ -32,7 +32,11 @@ export FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-$(cd "$here/../.." && pwd)/build/li
 # Interleaved: each repetition measures every contender once (measure with
 # one repetition), so a change of the machine's speed hits all alike; the
 # median over the repetitions is taken at the end.
-bench_init "$out" 1
+bench_init "$out" 1 120
+per_rep=0
+[[ -z $only || $only == composite ]] && per_rep=$((per_rep + 4))
+[[ -z $only || $only == trunk ]] && per_rep=$((per_rep + 5))
+bench_total=$((nreps * per_rep))
 pin=(-c 0,1)
 extra=()
 ((quick)) && extra=(--short)
@@ -41,8 +45,8 @@ if [[ -z $only || $only == composite ]]; then
     echo "== composite: pmeth to a same-host peer (shared memory) vs pmshm, $nreps interleaved repetitions"
     for ((rep_i = 1; rep_i <= nreps; rep_i++)); do
         for prov in pmshm pmeth; do
-            FI_PMETH_IFACE=lo measure "$prov" pingpong 8 lat_us -- "$bin_dir/ft_pingpong" -p "$prov" -m tagged -S 8 "${pin[@]}" "${extra[@]}"
-            FI_PMETH_IFACE=lo measure "$prov" bw 1048576 bw_MBps -- "$bin_dir/ft_bw" -p "$prov" -S 1M "${pin[@]}" "${extra[@]}"
+            FI_PMETH_IFACE=lo measure composite "$prov" "$prov" pingpong 8 lat_us " size=8 " -- "$bin_dir/ft_pingpong" -p "$prov" -m tagged -S 8 "${pin[@]}" "${extra[@]}"
+            FI_PMETH_IFACE=lo measure composite "$prov" "$prov" bw 1048576 bw_MBps " size=1048576 " -- "$bin_dir/ft_bw" -p "$prov" -S 1M "${pin[@]}" "${extra[@]}"
         done
     done
 fi
@@ -66,31 +70,53 @@ if [[ -z $only || $only == trunk ]]; then
     echo "== trunk: $rate per rail (tbf), MTU $mtu, $nreps interleaved repetitions"
     for ((rep_i = 1; rep_i <= nreps; rep_i++)); do
         for n in 1 2 4; do
-            FT_IFACE=$(rails_of $n) measure "rails$n" bw 1048576 bw_MBps -- "$bin_dir/ft_bw" -p pmeth -S 1M -n 6 -W 8 "${pin[@]}"
+            FT_IFACE=$(rails_of $n) measure trunk "rails$n" pmeth bw 1048576 bw_MBps " size=1048576 " -- "$bin_dir/ft_bw" -p pmeth -S 1M -n 6 -W 8 "${pin[@]}"
         done
         for n in 1 4; do
-            FT_IFACE=$(rails_of $n) measure "rails$n" pingpong 8 lat_us -- "$bin_dir/ft_pingpong" -p pmeth -m tagged -S 8 "${pin[@]}" "${extra[@]}"
+            FT_IFACE=$(rails_of $n) measure trunk "rails$n" pmeth pingpong 8 lat_us " size=8 " -- "$bin_dir/ft_pingpong" -p pmeth -m tagged -S 8 "${pin[@]}" "${extra[@]}"
         done
     done
     cleanup
 fi
 
-# Medians over the repetitions, then the ratio tables.
-{
-    head -1 "$med"
-    tail -n +2 "$med" | cut -d, -f1-4 | awk '!seen[$0]++' | while IFS= read -r key; do
-        v=$(tail -n +2 "$med" | grep -F "$key," | cut -d, -f5 | grep -v '^NA$' | median)
-        echo "$key,$v"
-    done
-} >"$med.tmp" && mv "$med.tmp" "$med"
+# Medians over the interleaved repetitions (raw.csv: setting,label,provider,
+# test,size,metric,rep,value,...), then the ratios.
+summary="$out/summary.csv"
+echo "setting,label,test,size,metric,median,n" >"$summary"
+tail -n +2 "$raw" | cut -d, -f1,2,4,5,6 | awk '!seen[$0]++' | while IFS= read -r key; do
+    vals=$(tail -n +2 "$raw" | awk -F, -v k="$key" '$1 "," $2 "," $4 "," $5 "," $6 == k && $8 != "NA" { print $8 }')
+    n=$(grep -c . <<<"$vals")
+    echo "$key,$(stats <<<"$vals" | cut -d" " -f1),$n" >>"$summary"
+done
+# NUM / DEN per repetition (the i-th of each, measured back to back), and
+# the median of those ratios: robust to this machine's changes of speed
+# between repetitions, which the ratio of the two medians is not.
+ratio() {  # setting test size metric num den
+    local r
+    r=$(awk -F, -v s="$1" -v t="$2" -v z="$3" -v m="$4" -v a="$5" -v b="$6" '
+        NR > 1 && $1 == s && $4 == t && $5 == z && $6 == m {
+            if ($2 == a) va[++na] = $8; else if ($2 == b) vb[++nb] = $8 }
+        END { for (i = 1; i <= na && i <= nb; i++)
+                  if (va[i] != "NA" && vb[i] != "NA" && vb[i] + 0 != 0) print va[i] / vb[i] }' "$raw" | stats)
+    awk -F, -v s="$1" -v t="$2" -v z="$3" -v m="$4" -v a="$5" -v b="$6" -v r="$r" '
+        $1 == s && $3 == t && $4 == z && $5 == m { v[$2] = $6 }
+        END { split(r, q, " ")
+              printf "%-9s %-9s %8s %-8s %-7s %10s / %-7s %10s   ratio per repetition: median %s (min %s, max %s)\n",
+                     s, t, z, m, a, v[a], b, v[b], q[1], q[2], q[3] }' "$summary"
+}
+echo
+echo "medians of $nreps interleaved repetitions (lat_us: lower is better; bw_MBps: higher is better)"
+echo "and the median of the per-repetition ratios"
 if [[ -z $only || $only == composite ]]; then
-    ratio_table pmeth pmshm
+    ratio composite pingpong 8 lat_us pmeth pmshm
+    ratio composite bw 1048576 bw_MBps pmeth pmshm
     echo "(composite overhead: the pingpong ratio - 1; target <= 3 %)"
 fi
 if [[ -z $only || $only == trunk ]]; then
-    ratio_table rails2 rails1
-    ratio_table rails4 rails1
-    echo "(targets: bw 2 rails >= 1.9, 4 rails >= 3.6; pingpong 4 rails <= 1.05)"
+    ratio trunk bw 1048576 bw_MBps rails2 rails1
+    ratio trunk bw 1048576 bw_MBps rails4 rails1
+    ratio trunk pingpong 8 lat_us rails4 rails1
+    echo "(targets: bw 2 rails >= 1.9, 4 rails >= 3.6; pingpong 4 rails <= 1.05; rails limited to $rate each)"
 fi
 echo
-echo "CSV: $raw $med"
+echo "CSV: $raw $summary"
