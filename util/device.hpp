@@ -75,6 +75,9 @@ class Device {
   // Delivers up to `budget` received packets to the sink; returns how many.
   // An empty poll is a read of local memory.
   virtual int poll(PacketSink& sink, int budget) noexcept = 0;
+  // Time has passed without polls (the progress helper): devices that
+  // check their timers only every so many empty polls do on the next one.
+  virtual void tick() noexcept {}
 
   // Single copy: reads the peer's memory (`remote`, in its address space)
   // into `local`. -FI_ENOSYS when this peer cannot be read directly.

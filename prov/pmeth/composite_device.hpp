@@ -82,6 +82,7 @@ class CompositeDevice final : public Device {
     return peer < peers_.size() && on(peer, [](auto& d, PeerId sub) { return d.peer_alive(sub); });
   }
   int wait_fd() const noexcept override { return epfd_.get(); }
+  void tick() noexcept override { eth_->tick(); }
   void arm_wait(bool armed) noexcept override {
     shm_->arm_wait(armed);
     eth_->arm_wait(armed);

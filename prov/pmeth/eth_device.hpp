@@ -88,7 +88,10 @@ class EthDevice final : public Device {
     return false;
   }
   int poll_busy(PacketSink& sink, int budget) noexcept;
-  static constexpr unsigned kIdleClockPolls = 256;
+  void tick() noexcept override { idle_polls_ = kIdleClockPolls; }
+  // The clock and the timers: every so many empty polls, and on every poll
+  // of the progress helper (tick()).
+  static constexpr unsigned kIdleClockPolls = 16;
   bool peer_alive(PeerId peer) noexcept override;
   int wait_fd() const noexcept override { return rails_.size() == 1 ? rails_[0].wire->fd() : epfd_.get(); }
   void arm_wait(bool) noexcept override {}

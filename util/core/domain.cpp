@@ -66,6 +66,8 @@ void Domain::helper_loop(unsigned interval_us) {
     }
     std::unique_lock<std::mutex> l(mu_, std::try_to_lock);
     if (!l.owns_lock()) continue;
+    // A whole interval passed: devices run their timers on this poll.
+    for (Endpoint* ep : eps_) ep->device().tick();
     progress_locked();
     seen = progress_calls_.load(std::memory_order_relaxed);
   }
