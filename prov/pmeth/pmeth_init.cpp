@@ -39,7 +39,7 @@ const ParamSpec kParams[] = {
     {"backend", T::kString, "wire backend: af_packet (mmap'ed TPACKET rings) or loopback (in-process, tests)",
      "af_packet"},
     {"ethertype", T::kInt, "EtherType of pmeth frames (0x88B5 = 34997, IEEE local experimental)", "34997"},
-    {"window", T::kSize, "frames in flight per peer before the sender waits for acknowledgements", "256"},
+    {"window", T::kSize, "frames in flight per peer before the sender waits for acknowledgements", "128"},
     {"ack_every", T::kSize, "frames received before an acknowledgement is sent at once", "32"},
     {"delayed_ack_us", T::kInt,
      "longest wait for traffic back to carry an acknowledgement before one is sent alone", "50"},
