@@ -90,7 +90,7 @@ Av* av_of(fid_av* f) { return Av::from(f); }
 template <class F>
 int locked(Av* av, F&& f) noexcept {
   return guard([&] {
-    std::lock_guard<std::mutex> g(av->domain().lock());
+    std::lock_guard<SpinLock> g(av->domain().lock());
     return f();
   });
 }
@@ -118,7 +118,7 @@ int pm_av_close(fid_t f) noexcept {
   Av* av = self_of_fid<Av, fid_av>(f);
   return guard([&] {
     {
-      std::lock_guard<std::mutex> g(av->domain().lock());
+      std::lock_guard<SpinLock> g(av->domain().lock());
       if (av->refs) return -FI_EBUSY;
       av->domain().refs--;
     }

@@ -23,37 +23,37 @@ Cntr::Cntr(Domain& dom, const fi_cntr_attr& attr, void* context) : dom_(dom) {
 }
 
 uint64_t Cntr::read() {
-  std::lock_guard<std::mutex> g(dom_.lock());
+  std::lock_guard<SpinLock> g(dom_.lock());
   dom_.progress_locked();
   return value_;
 }
 
 uint64_t Cntr::readerr() {
-  std::lock_guard<std::mutex> g(dom_.lock());
+  std::lock_guard<SpinLock> g(dom_.lock());
   dom_.progress_locked();
   return err_;
 }
 
 int Cntr::add(uint64_t v) {
-  std::lock_guard<std::mutex> g(dom_.lock());
+  std::lock_guard<SpinLock> g(dom_.lock());
   value_ += v;
   return 0;
 }
 
 int Cntr::set(uint64_t v) {
-  std::lock_guard<std::mutex> g(dom_.lock());
+  std::lock_guard<SpinLock> g(dom_.lock());
   value_ = v;
   return 0;
 }
 
 int Cntr::adderr(uint64_t v) {
-  std::lock_guard<std::mutex> g(dom_.lock());
+  std::lock_guard<SpinLock> g(dom_.lock());
   err_ += v;
   return 0;
 }
 
 int Cntr::seterr(uint64_t v) {
-  std::lock_guard<std::mutex> g(dom_.lock());
+  std::lock_guard<SpinLock> g(dom_.lock());
   err_ = v;
   return 0;
 }
@@ -64,12 +64,12 @@ int Cntr::wait(uint64_t threshold, int timeout_ms) {
   uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ns() + uint64_t(timeout_ms) * 1000000ull;
   uint64_t err0;
   {
-    std::lock_guard<std::mutex> g(dom_.lock());
+    std::lock_guard<SpinLock> g(dom_.lock());
     err0 = err_;
   }
   for (unsigned spins = 0;; spins++) {
     {
-      std::lock_guard<std::mutex> g(dom_.lock());
+      std::lock_guard<SpinLock> g(dom_.lock());
       dom_.progress_locked();
       if (value_ >= threshold) return 0;
       if (err_ != err0) return -FI_EAVAIL;
@@ -94,7 +94,7 @@ int pm_cntr_close(fid_t f) noexcept {
   Cntr* c = self_of_fid<Cntr, fid_cntr>(f);
   return guard([&] {
     {
-      std::lock_guard<std::mutex> g(c->domain().lock());
+      std::lock_guard<SpinLock> g(c->domain().lock());
       if (c->refs) return -FI_EBUSY;
       c->domain().refs--;
     }

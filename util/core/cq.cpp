@@ -119,12 +119,12 @@ ssize_t Cq::read_locked(void* buf, size_t count, fi_addr_t* src) {
 }
 
 ssize_t Cq::read(void* buf, size_t count, fi_addr_t* src) {
-  std::lock_guard<std::mutex> g(dom_.lock());
+  std::lock_guard<SpinLock> g(dom_.lock());
   return read_locked(buf, count, src);
 }
 
 ssize_t Cq::readerr(fi_cq_err_entry* buf, uint64_t flags) {
-  std::lock_guard<std::mutex> g(dom_.lock());
+  std::lock_guard<SpinLock> g(dom_.lock());
   if (q_.empty() || !q_.front().err) dom_.progress_locked();
   if (q_.empty() || !q_.front().err) return -FI_EAGAIN;
   const Completion& c = q_.front();
@@ -149,7 +149,7 @@ ssize_t Cq::sread(void* buf, size_t count, fi_addr_t* src, const void* cond, int
   uint64_t start = now_ns();
   uint64_t spin_ns = spin_ns_;
   uint64_t limit = timeout < 0 ? UINT64_MAX : uint64_t(timeout) * 1000000ull;
-  std::unique_lock<std::mutex> g(dom_.lock());
+  std::unique_lock<SpinLock> g(dom_.lock());
   for (;;) {
     ssize_t n = read_locked(buf, count, src);
     if (n != -FI_EAGAIN) return n;
@@ -188,7 +188,7 @@ ssize_t Cq::sread(void* buf, size_t count, fi_addr_t* src, const void* cond, int
 }
 
 int Cq::signal() {
-  std::lock_guard<std::mutex> g(dom_.lock());
+  std::lock_guard<SpinLock> g(dom_.lock());
   if (int rc = ensure_epoll()) return rc;
   uint64_t one = 1;
   if (::write(sigfd_.get(), &one, sizeof one) != sizeof one) return -FI_EOTHER;
@@ -196,7 +196,7 @@ int Cq::signal() {
 }
 
 int Cq::control(int cmd, void* arg) {
-  std::lock_guard<std::mutex> g(dom_.lock());
+  std::lock_guard<SpinLock> g(dom_.lock());
   switch (cmd) {
   case FI_GETWAIT:
     if (wait_obj_ != FI_WAIT_FD && wait_obj_ != FI_WAIT_UNSPEC) return -FI_ENODATA;
@@ -214,7 +214,7 @@ int Cq::control(int cmd, void* arg) {
 // fi_trywait: arms the devices so the fd fires on the next arrival; says
 // -FI_EAGAIN when completions are already there.
 int Cq::trywait() {
-  std::lock_guard<std::mutex> g(dom_.lock());
+  std::lock_guard<SpinLock> g(dom_.lock());
   if (int rc = ensure_epoll()) return rc;
   for (Endpoint* e : eps_) {
     e->device().drain_wait();
@@ -225,7 +225,7 @@ int Cq::trywait() {
 }
 
 int Cq::close() {
-  std::lock_guard<std::mutex> g(dom_.lock());
+  std::lock_guard<SpinLock> g(dom_.lock());
   if (!eps_.empty()) return -FI_EBUSY;
   dom_.refs--;
   return 0;

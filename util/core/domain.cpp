@@ -64,7 +64,7 @@ void Domain::helper_loop(unsigned interval_us) {
       seen = now;
       continue;
     }
-    std::unique_lock<std::mutex> l(mu_, std::try_to_lock);
+    std::unique_lock<SpinLock> l(mu_, std::try_to_lock);
     if (!l.owns_lock()) continue;
     // A whole interval passed: devices run their timers on this poll.
     for (Endpoint* ep : eps_) ep->device().tick();
@@ -186,7 +186,7 @@ int pm_av_open(fid_domain* f, fi_av_attr* attr, fid_av** out, void* ctx) noexcep
       return -FI_EINVAL;
     if (attr->rx_ctx_bits || (attr->flags & (FI_EVENT | FI_SYMMETRIC)) || attr->name)
       return -FI_ENOSYS;
-    std::lock_guard<std::mutex> g(d->lock());
+    std::lock_guard<SpinLock> g(d->lock());
     auto* av = new Av(*d, *attr, ctx);
     d->refs++;
     *out = av->fid();
@@ -208,7 +208,7 @@ int pm_cq_open(fid_domain* f, fi_cq_attr* attr, fid_cq** out, void* ctx) noexcep
     default: return -FI_ENOSYS;
     }
     if (attr->wait_cond != FI_CQ_COND_NONE) return -FI_ENOSYS;
-    std::lock_guard<std::mutex> g(d->lock());
+    std::lock_guard<SpinLock> g(d->lock());
     auto* cq = new Cq(*d, *attr, ctx);
     d->refs++;
     *out = cq->fid();
@@ -225,7 +225,7 @@ int pm_endpoint(fid_domain* f, fi_info* info, fid_ep** out, void* ctx) noexcept 
     int err = 0;
     std::unique_ptr<Device> dev = g_provdef->open_device(*d, *info, &err);
     if (!dev) return err ? err : -FI_EOTHER;
-    std::lock_guard<std::mutex> g(d->lock());
+    std::lock_guard<SpinLock> g(d->lock());
     auto* ep = new Endpoint(*d, *info, std::move(dev), ctx);
     d->refs++;
     if (g_params.get_bool("progress_thread"))
@@ -242,7 +242,7 @@ int pm_cntr_open(fid_domain* f, fi_cntr_attr* attr, fid_cntr** out, void* ctx) n
     if (attr) a = *attr;
     if (a.events != FI_CNTR_EVENTS_COMP) return -FI_ENOSYS;
     if (a.wait_obj != FI_WAIT_NONE && a.wait_obj != FI_WAIT_UNSPEC) return -FI_ENOSYS;
-    std::lock_guard<std::mutex> g(d->lock());
+    std::lock_guard<SpinLock> g(d->lock());
     auto* c = new Cntr(*d, a, ctx);
     d->refs++;
     *out = c->fid();
@@ -267,7 +267,7 @@ int pm_mr_regattr(fid* f, const fi_mr_attr* attr, uint64_t flags, fid_mr** out) 
   Domain* d = self_of_fid<Domain, fid_domain>(f);
   return guard([&] {
     if (!attr || !out) return -FI_EINVAL;
-    std::lock_guard<std::mutex> g(d->lock());
+    std::lock_guard<SpinLock> g(d->lock());
     return d->mr_reg(*attr, flags, out);
   });
 }
@@ -295,7 +295,7 @@ int pm_mr_bind(fid_t f, fid_t bf, uint64_t flags) noexcept {
       return -FI_EBADFLAGS;
     Cntr* c = self_of_fid<Cntr, fid_cntr>(bf);
     if (&c->domain() != &mr->dom) return -FI_EINVAL;
-    std::lock_guard<std::mutex> g(mr->dom.lock());
+    std::lock_guard<SpinLock> g(mr->dom.lock());
     for (auto [bit, slot] : {std::pair{FI_REMOTE_WRITE, &mr->rwrite_cntr}, {FI_REMOTE_READ, &mr->rread_cntr}})
       if (flags & bit) {
         if (*slot) (*slot)->refs--;
@@ -310,7 +310,7 @@ int pm_mr_close(fid_t f) noexcept {
   Mr* mr = self_of_fid<Mr, fid_mr>(f);
   return guard([&] {
     Domain& d = mr->dom;
-    std::lock_guard<std::mutex> g(d.lock());
+    std::lock_guard<SpinLock> g(d.lock());
     return d.mr_close(mr);
   });
 }

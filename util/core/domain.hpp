@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <condition_variable>
+
+#include "base/spin_lock.hpp"
 #include <cstdint>
 #include <mutex>
 #include <thread>
@@ -48,7 +50,7 @@ class Domain {
   static Domain* from(fid_domain* f) { return self_of<Domain>(f); }
 
   // One lock per domain serialises every object of the domain (FI_THREAD_SAFE).
-  std::mutex& lock() { return mu_; }
+  SpinLock& lock() { return mu_; }
   // Polls every endpoint's device and runs their timers (lock held).
   void progress_locked();
   // Starts the progress helper: while the application makes no libfabric
@@ -76,7 +78,7 @@ class Domain {
 
  private:
   FidBox<fid_domain, Domain> box_;
-  std::mutex mu_;
+  SpinLock mu_;
   std::vector<Endpoint*> eps_;
   std::unordered_map<uint64_t, Mr*> mrs_;
   bool virt_addr_ = false;

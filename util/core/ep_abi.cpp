@@ -21,7 +21,7 @@ namespace {
 template <class F>
 inline ssize_t locked(Endpoint* ep, F&& f) noexcept {
   return guard([&]() -> ssize_t {
-    std::lock_guard<std::mutex> g(ep->domain().lock());
+    std::lock_guard<SpinLock> g(ep->domain().lock());
     return f();
   });
 }
@@ -161,7 +161,7 @@ int pm_ep_close(fid_t f) noexcept {
   return guard([&] {
     Domain& dom = ep->domain();
     {
-      std::lock_guard<std::mutex> g(dom.lock());
+      std::lock_guard<SpinLock> g(dom.lock());
       ep->close();
     }
     delete ep;
