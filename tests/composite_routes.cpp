@@ -5,17 +5,14 @@
 // segmented, rendezvous) with both, verified byte for byte; then each rank
 // reads its own endpoint statistics (FI_PMETH_STATS=1, logged at close) and
 // checks which device carried its traffic: 0<->1 shared memory, 0<->2 Ethernet.
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <regex>
-#include <sstream>
 
+#include "ep_stats.hpp"
 #include "ft_xfer.h"
 
 using namespace ft;
@@ -44,28 +41,6 @@ void exchange(Endpoint& ep, const std::vector<fi_addr_t>& addr, int partner, uin
             }
         }
     }
-}
-
-// The statistics the endpoint logs at close, captured from stderr.
-std::string close_and_read_stats(std::unique_ptr<Endpoint>& ep) {
-    char path[] = "/tmp/pm_composite_XXXXXX";
-    int fd = mkstemp(path);
-    FT_CHECK(fd >= 0, "mkstemp: %s", std::strerror(errno));
-    unlink(path);
-    std::fflush(stderr);
-    int saved = dup(2);
-    FT_CHECK(saved >= 0 && dup2(fd, 2) == 2, "redirecting stderr: %s", std::strerror(errno));
-    ep.reset();
-    std::fflush(stderr);
-    dup2(saved, 2);
-    ::close(saved);
-    std::string text;
-    char buf[4096];
-    lseek(fd, 0, SEEK_SET);
-    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) text.append(buf, (size_t)n);
-    ::close(fd);
-    std::fputs(text.c_str(), stderr);  // kept in the test's log
-    return text;
 }
 
 unsigned long long field(const std::string& text, const char* name) {

@@ -8,7 +8,6 @@
 //             down in the middle (ip link set .. down) and back up later.
 //             Every message arrives once, intact and in order; the
 //             statistics show the rail went down.
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +16,7 @@
 #include <regex>
 #include <string>
 
+#include "ep_stats.hpp"
 #include "ft_xfer.h"
 
 using namespace ft;
@@ -38,29 +38,6 @@ std::vector<std::string> my_rails() {
         start = p + 1;
     }
     return out;
-}
-
-// The statistics the endpoint logs at close (FI_PMETH_STATS=1, warn level),
-// captured from stderr and echoed.
-std::string close_and_read_stats(std::unique_ptr<Endpoint>& ep) {
-    char path[] = "/tmp/pm_trunk_XXXXXX";
-    int fd = mkstemp(path);
-    FT_CHECK(fd >= 0, "mkstemp: %s", std::strerror(errno));
-    unlink(path);
-    std::fflush(stderr);
-    int saved = dup(2);
-    FT_CHECK(saved >= 0 && dup2(fd, 2) == 2, "redirecting stderr: %s", std::strerror(errno));
-    ep.reset();
-    std::fflush(stderr);
-    dup2(saved, 2);
-    ::close(saved);
-    std::string text;
-    char buf[4096];
-    lseek(fd, 0, SEEK_SET);
-    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) text.append(buf, (size_t)n);
-    ::close(fd);
-    std::fputs(text.c_str(), stderr);
-    return text;
 }
 
 struct RailStats {

@@ -68,11 +68,9 @@ PeerId CompositeDevice::resolve(const void* name, size_t len) noexcept {
   return bind(kEth, eth_->resolve(name, len), name);
 }
 
-// A sender heard from first: named by what its device learnt (the
-// handshake's name, or the alias in its shared-memory region).
+// A sender not bound yet (UpSink looked first): named by what its device
+// learnt (the handshake's name, or the alias in its shared-memory region).
 PeerId CompositeDevice::up_id(Kind kind, PeerId sub) noexcept {
-  const std::vector<PeerId>& m = by_sub_[kind];
-  if (sub < m.size() && m[sub] != kNoPeer) return m[sub];
   const void* name = nullptr;
   size_t len = 0;
   if (kind == kShm) {
