@@ -173,11 +173,9 @@ class PmEth final : public ProviderDef {
     std::vector<Iface> sorted;
     for (size_t k : order) sorted.push_back(ifaces[k]);
     ifaces.swap(sorted);
-    if (trunk_lists.empty() && ifaces.size() >= 2) {
-      std::vector<std::string> names;
-      for (size_t k = 0; k < ifaces.size() && k < kMaxRails; k++) names.push_back(ifaces[k].name);
-      trunk_lists.push_back(join(names, '+'));
-    }
+    // The automatic trunk reuses the interfaces just described.
+    if (trunk_lists.empty() && ifaces.size() >= 2)
+      ifaces.push_back(make_trunk({ifaces.begin(), ifaces.begin() + long(std::min(ifaces.size(), kMaxRails))}));
     for (const std::string& t : trunk_lists) {
       std::vector<std::string> names = split(t, '+');
       std::vector<Iface> rails = describe_ifaces(join(names, ','));
