@@ -30,7 +30,16 @@ struct RxPacket {
 
 class PacketSink {
  public:
-  virtual void on_packet(const RxPacket& pkt) noexcept = 0;
+  // Returns true when the packet was taken. false means "no room now"
+  // (the endpoint's unexpected-message memory is at its cap): the device
+  // keeps the packet, offers it again on a later poll, and holds back
+  // what follows it from the same peer (per-peer FIFO), telling the sender
+  // to wait (STOP/GO) rather than dropping anything.
+  virtual bool on_packet(const RxPacket& pkt) noexcept = 0;
+  // The session with `peer` was reset (the peer restarted, or it was
+  // unreachable and came back): operations of the old session must fail,
+  // messages cut by it must complete with an error. Called from poll().
+  virtual void on_peer_reset(PeerId peer) noexcept {}
 
  protected:
   ~PacketSink() = default;

@@ -81,11 +81,16 @@ PeerId CompositeDevice::up_id(Kind kind, PeerId sub) noexcept {
   return bind(kind, sub, name);
 }
 
-void CompositeDevice::UpSink::on_packet(const RxPacket& pkt) noexcept {
+bool CompositeDevice::UpSink::on_packet(const RxPacket& pkt) noexcept {
   RxPacket q = pkt;
   const std::vector<PeerId>& m = self->by_sub_[kind];
   q.peer = pkt.peer < m.size() && m[pkt.peer] != kNoPeer ? m[pkt.peer] : self->up_id(kind, pkt.peer);
-  if (q.peer != kNoPeer) up->on_packet(q);
+  return q.peer == kNoPeer || up->on_packet(q);
+}
+
+void CompositeDevice::UpSink::on_peer_reset(PeerId peer) noexcept {
+  const std::vector<PeerId>& m = self->by_sub_[kind];
+  if (peer < m.size() && m[peer] != kNoPeer) up->on_peer_reset(m[peer]);
 }
 
 const void* CompositeDevice::peer_name(PeerId peer, size_t* len) const noexcept {

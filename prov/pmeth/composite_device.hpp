@@ -99,7 +99,8 @@ class CompositeDevice final : public Device {
     CompositeDevice* self;
     PacketSink* up;
     Kind kind;
-    void on_packet(const RxPacket& pkt) noexcept override;
+    bool on_packet(const RxPacket& pkt) noexcept override;
+    void on_peer_reset(PeerId peer) noexcept override;
   };
 
   CompositeDevice(std::unique_ptr<EthDevice> eth, std::unique_ptr<shm::ShmDevice> shm)

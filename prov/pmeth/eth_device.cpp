@@ -429,7 +429,7 @@ void EthDevice::deliver(PeerId id, const uint8_t* body, size_t len, PacketSink& 
   if (len < kCoreHdr) return;
   PktHdr h = decode_core(body);
   RxPacket pkt{id, &h, body + kCoreHdr, len - kCoreHdr};
-  sink.on_packet(pkt);
+  (void)sink.on_packet(pkt);
 }
 
 void EthDevice::reset_peer(Peer& p, bool) {

@@ -321,7 +321,12 @@ int ShmDevice::poll(PacketSink& sink, int budget) noexcept {
     }
     if (ok) {
       RxPacket pkt{peer, hdr, payload, c->len};
-      sink.on_packet(pkt);
+      if (!sink.on_packet(pkt)) {
+        // No room in the endpoint now: the packet stays at the head of the
+        // queue (so senders find it full and wait) and is offered again.
+        st_.held++;
+        break;
+      }
       st_.rx_pkts++;
     } else {
       st_.dropped++;
@@ -429,13 +434,13 @@ std::string ShmDevice::stats() const {
   char buf[512];
   snprintf(buf, sizeof buf,
            "%s tx_pkts=%llu inline=%llu chunk=%llu rx_pkts=%llu cma_reads=%llu cma_bytes=%llu "
-           "queue_full=%llu no_chunk=%llu wakes=%llu dropped=%llu region_bytes=%zu",
+           "queue_full=%llu no_chunk=%llu wakes=%llu dropped=%llu held=%llu region_bytes=%zu",
            format_name(name_).c_str(), (unsigned long long)st_.tx_pkts,
            (unsigned long long)st_.tx_inline, (unsigned long long)st_.tx_chunk,
            (unsigned long long)st_.rx_pkts, (unsigned long long)st_.cma_reads,
            (unsigned long long)st_.cma_bytes, (unsigned long long)st_.full_queue,
            (unsigned long long)st_.no_chunk, (unsigned long long)st_.wakes,
-           (unsigned long long)st_.dropped, own_.size());
+           (unsigned long long)st_.dropped, (unsigned long long)st_.held, own_.size());
   return buf;
 }
 

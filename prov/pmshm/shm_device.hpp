@@ -93,7 +93,7 @@ class ShmDevice final : public Device {
 
   struct Stats {
     uint64_t tx_pkts = 0, tx_inline = 0, tx_chunk = 0, rx_pkts = 0, cma_reads = 0, cma_bytes = 0;
-    uint64_t full_queue = 0, no_chunk = 0, wakes = 0, dropped = 0;
+    uint64_t full_queue = 0, no_chunk = 0, wakes = 0, dropped = 0, held = 0;
   } st_;
 };
 

@@ -248,7 +248,7 @@ void Endpoint::progress() {
   if ((++poll_count_ & 63) == 0) check_timers();
 }
 
-void Endpoint::on_packet(const RxPacket& pkt) noexcept {
+bool Endpoint::on_packet(const RxPacket& pkt) noexcept {
   const PktHdr& h = *pkt.hdr;
   try {
     switch (h.op) {
@@ -274,6 +274,7 @@ void Endpoint::on_packet(const RxPacket& pkt) noexcept {
     PM_WARN(FI_LOG_EP_DATA, "out of memory handling a packet of %zu bytes; message dropped",
             size_t(h.msg_len));
   }
+  return true;
 }
 
 } // namespace pm

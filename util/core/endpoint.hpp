@@ -121,7 +121,7 @@ class Endpoint final : public PacketSink {
 
   // progress (lock held)
   void progress();
-  void on_packet(const RxPacket& pkt) noexcept override;
+  bool on_packet(const RxPacket& pkt) noexcept override;
 
   Device& device() { return *dev_; }
   Domain& domain() { return dom_; }

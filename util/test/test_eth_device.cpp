@@ -523,7 +523,10 @@ Test(eth, two_way_stream_with_all_faults) {
 namespace {
 class Counter final : public pm::PacketSink {
  public:
-  void on_packet(const pm::RxPacket&) noexcept override { n++; }
+  bool on_packet(const pm::RxPacket&) noexcept override {
+    n++;
+    return true;
+  }
   uint64_t n = 0;
 };
 }  // namespace
@@ -650,11 +653,12 @@ namespace {
 // FIN): a reentrant send() in the middle of the device's receive path.
 class Echo final : public pm::PacketSink {
  public:
-  void on_packet(const pm::RxPacket& p) noexcept override {
+  bool on_packet(const pm::RxPacket& p) noexcept override {
     got.push_back({p.peer, *p.hdr, {}});
     pending.push_back(p.hdr->msg_id - 0x1000);
     peer = p.peer;
     flush();
+    return true;
   }
   void flush() {
     while (!pending.empty() && dev && send_pkt(*dev, peer, 50000 + pending.front(), 33) == 0) pending.erase(pending.begin());
