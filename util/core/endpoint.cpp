@@ -1,5 +1,6 @@
 #include "core/endpoint.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include <rdma/fi_cm.h>
@@ -42,13 +43,22 @@ Endpoint::Endpoint(Domain& dom, const fi_info& info, std::unique_ptr<Device> dev
     tx_op_flags_ = info.tx_attr ? info.tx_attr->op_flags : 0;
   rx_op_flags_ = info.rx_attr ? info.rx_attr->op_flags : 0;
   inject_size_ = info.tx_attr ? info.tx_attr->inject_size : 0;
-  rndv_threshold_ = g_params.get_size("rndv_threshold");
+  // Eager messages are bounded by the protocol (a receiver refuses an eager
+  // header claiming more): the threshold and the inject size stay below it.
+  rndv_threshold_ = std::min<size_t>(g_params.get_size("rndv_threshold"), kMaxEagerMsg);
+  inject_size_ = std::min<size_t>(inject_size_, kMaxEagerMsg);
+  unexp_cap_ = std::max<size_t>(g_params.get_size("unexp_cap_kb"), 1) * 1024;
   peer_timeout_ns_ = uint64_t(g_params.get_int("peer_timeout_ms")) * 1000000ull;
   source_ = (info.caps & FI_SOURCE) != 0;
   if (info.ep_attr && info.ep_attr->type == FI_EP_DGRAM) {
     dgram_ = true;
     rndv_threshold_ = SIZE_MAX;
   }
+
+  limits_.max_payload = dev_->max_payload();
+  limits_.max_msg = info.ep_attr && info.ep_attr->max_msg_size ? info.ep_attr->max_msg_size : UINT64_MAX;
+  limits_.eager_max = kMaxEagerMsg;
+  limits_.dgram = dgram_;
 
   size_t ntx = info.tx_attr && info.tx_attr->size ? info.tx_attr->size : g_params.get_size("tx_size");
   tx_ops_ = std::vector<TxOp>(ntx);
@@ -133,6 +143,10 @@ int Endpoint::close() {
          now_ns() < deadline)
     progress();
   if (g_params.get_bool("stats")) {
+    PM_WARN(FI_LOG_EP_CTRL,
+            "endpoint: bad_packets=%llu unexp_bytes=%zu unexp_peak=%zu unexp_cap=%zu unexp_stalls=%llu",
+            (unsigned long long)bad_packets_, unexp_bytes_, unexp_peak_, unexp_cap_,
+            (unsigned long long)unexp_stalls_);
     std::string s = dev_->stats();
     if (!s.empty()) PM_WARN(FI_LOG_EP_CTRL, "statistics: %s", s.c_str());
   }
@@ -235,7 +249,11 @@ void Endpoint::progress() {
   if (!pending_atomics_.empty() && !tx_free_.empty()) {
     auto atomics = std::move(pending_atomics_);
     pending_atomics_.clear();
-    for (auto& a : atomics) on_atomic(a.peer, a.hdr, a.payload.data(), a.payload.size());
+    for (auto& a : atomics) {
+      RxPacket raw{a.peer, &a.hdr, a.payload.data(), a.payload.size()};
+      CheckedPacket pk;
+      if (!check_packet(raw, limits_, &pk)) on_atomic(pk);  // checked before; a copy of it
+    }
   }
   if (!active_peers_.empty()) progress_tx();
   if (!streams_.empty()) progress_streams();
@@ -248,33 +266,41 @@ void Endpoint::progress() {
   if ((++poll_count_ & 63) == 0) check_timers();
 }
 
+// The one way in for received packets: the validation boundary, then the
+// handler of the op. Returns false when the packet must wait (no room).
 bool Endpoint::on_packet(const RxPacket& pkt) noexcept {
-  const PktHdr& h = *pkt.hdr;
+  CheckedPacket pk;
+  if (const char* why = check_packet(pkt, limits_, &pk)) {
+    drop(pkt.peer, why);
+    return true;
+  }
+  const PktHdr& h = pk.hdr();
   try {
     switch (h.op) {
-    case kPktEager: on_eager(pkt.peer, h, pkt.payload, pkt.payload_len); break;
-    case kPktData: on_data(pkt.peer, h, pkt.payload, pkt.payload_len); break;
-    case kPktRts: on_rts(pkt.peer, h, pkt.payload, pkt.payload_len); break;
-    case kPktCts: on_cts(pkt.peer, h); break;
-    case kPktFin: on_fin(pkt.peer, h); break;
+    case kPktEager: return on_eager(pk);
+    case kPktData: return on_data(pk);
+    case kPktRts: return on_rts(pk);
+    case kPktCts: on_cts(pk); return true;
+    case kPktFin: on_fin(pk); return true;
     case kPktWrite:
     case kPktRead:
-      if (h.flags & kPktCma) on_rma_cma(pkt.peer, h, pkt.payload, pkt.payload_len);
-      else if (h.op == kPktWrite) on_write(pkt.peer, h, pkt.payload, pkt.payload_len);
-      else on_read(pkt.peer, h);
-      break;
-    case kPktAtomic: on_atomic(pkt.peer, h, pkt.payload, pkt.payload_len); break;
-    case kPktReadResp:
-    case kPktAtomicResp:
-    case kPktRmaAck: on_rma_reply(pkt.peer, h, pkt.payload, pkt.payload_len); break;
-    default:
-      PM_WARN(FI_LOG_EP_DATA, "dropping packet with unknown op %u", h.op);
+      if (h.flags & kPktCma) return on_rma_cma(pk);
+      return h.op == kPktWrite ? on_write(pk) : on_read(pk);
+    case kPktAtomic: return on_atomic(pk);
+    default: on_rma_reply(pk); return true;  // kPktReadResp, kPktAtomicResp, kPktRmaAck
     }
   } catch (const std::bad_alloc&) {
-    PM_WARN(FI_LOG_EP_DATA, "out of memory handling a packet of %zu bytes; message dropped",
-            size_t(h.msg_len));
+    // Sizes are bounded by the checks and the cap, so this is the system
+    // running out: the packet waits and is offered again.
+    PM_WARN(FI_LOG_EP_DATA, "out of memory handling a packet of %zu bytes; retried later", pk.len());
+    return false;
   }
-  return true;
+}
+
+void Endpoint::drop(PeerId peer, const char* why) {
+  if (bad_packets_++ < 16)  // logged, not flooded: the count is in the statistics
+    PM_WARN(FI_LOG_EP_DATA, "dropping a malformed packet from %s: %s",
+            peer == kNoPeer ? "an unknown peer" : peer_str(peer).c_str(), why);
 }
 
 } // namespace pm

@@ -17,6 +17,7 @@
 #include "abi/fid_box.hpp"
 #include "base/list.hpp"
 #include "core/cq.hpp"
+#include "core/rx_check.hpp"
 #include "core/tag_matcher.hpp"
 #include "device.hpp"
 
@@ -144,8 +145,8 @@ class Endpoint final : public PacketSink {
   void sent_all(TxOp* op);           // last packet handed over
   void progress_acks();
   void fail_peer_ops(PeerId peer, int err);
-  void on_cts(PeerId peer, const PktHdr& h);
-  void on_fin(PeerId peer, const PktHdr& h);
+  void on_cts(const CheckedPacket& pk);
+  void on_fin(const CheckedPacket& pk);
   void send_ctrl(PeerId peer, uint8_t op, uint64_t msg_id, uint64_t value, uint8_t flags = 0);
   void flush_ctrl();
   void check_timers();
@@ -154,19 +155,24 @@ class Endpoint final : public PacketSink {
   void count_tx(const TxOp* op, bool ok);
 
   // one-sided target side and replies (ep_rma.cpp)
-  void on_write(PeerId peer, const PktHdr& h, const void* payload, size_t plen);
-  void on_rma_cma(PeerId peer, const PktHdr& h, const void* payload, size_t plen);
-  void on_read(PeerId peer, const PktHdr& h);
-  void on_atomic(PeerId peer, const PktHdr& h, const void* payload, size_t plen);
-  void on_rma_reply(PeerId peer, const PktHdr& h, const void* payload, size_t plen);
+  // Handlers take only packets that passed the validation boundary
+  // (rx_check.hpp); false = "no room now", the device offers it again.
+  bool on_write(const CheckedPacket& pk);
+  bool on_rma_cma(const CheckedPacket& pk);
+  bool on_read(const CheckedPacket& pk);
+  bool on_atomic(const CheckedPacket& pk);
+  void on_rma_reply(const CheckedPacket& pk);
   void start_read_resp(PeerId peer, const PktHdr& h);
   void refuse(PeerId peer, const char* what, uint64_t key, int err);
   void remote_event(Mr* mr, bool write, const PktHdr* h);
 
   // rx (ep_rx.cpp)
-  void on_eager(PeerId peer, const PktHdr& h, const void* payload, size_t plen);
-  void on_data(PeerId peer, const PktHdr& h, const void* payload, size_t plen);
-  void on_rts(PeerId peer, const PktHdr& h, const void* payload, size_t plen);
+  bool on_eager(const CheckedPacket& pk);
+  bool on_data(const CheckedPacket& pk);
+  bool on_rts(const CheckedPacket& pk);
+  bool unexp_room(size_t bytes);
+  Unexp* new_unexp(const CheckedPacket& pk, size_t bytes);
+  void drop(PeerId peer, const char* why);
   bool match_incoming(PeerId peer, const PktHdr& h, RecvOp** r, size_t* base);
   void deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,
                    const RemoteIov* riov, size_t riovcnt);
@@ -251,6 +257,20 @@ class Endpoint final : public PacketSink {
   };
   std::vector<PendingAtomic> pending_atomics_;
   uint64_t refused_ = 0;         // remote accesses refused (statistics)
+
+  // The validation boundary's limits, and what it dropped.
+  RxLimits limits_;
+  uint64_t bad_packets_ = 0;
+  // Memory held for unexpected messages: capped; at the cap packets that
+  // would add more wait in the device and their senders are held back.
+  size_t unexp_cap_ = 0;
+  size_t unexp_bytes_ = 0;
+  size_t unexp_peak_ = 0;
+  bool unexp_full_ = false;
+  uint64_t unexp_stalls_ = 0;
+  // Other state a peer's packets create at this endpoint, bounded alike.
+  static constexpr size_t kMaxRmaIn = 4096;
+  static constexpr size_t kMaxPendingTargetOps = 4096;
 };
 
 } // namespace pm

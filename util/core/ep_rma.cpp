@@ -15,6 +15,7 @@
 #include "core/cntr.hpp"
 #include "core/domain.hpp"
 #include "core/endpoint.hpp"
+#include "core/rx_check.hpp"
 
 namespace pm {
 
@@ -130,11 +131,17 @@ void Endpoint::remote_event(Mr* mr, bool write, const PktHdr* h) {
   }
 }
 
-void Endpoint::on_write(PeerId peer, const PktHdr& h, const void* payload, size_t plen) {
-  if (plen < 8) return;
-  const uint8_t* p = static_cast<const uint8_t*>(payload);
-  uint64_t seg_off = get_le64(p);
+bool Endpoint::on_write(const CheckedPacket& pk) {
+  const PktHdr& h = pk.hdr();
+  PeerId peer = pk.peer();
+  size_t plen = pk.len();  // >= 8 (rx_check)
+  const uint8_t* p = pk.payload();
+  uint64_t seg_off = get_le64(p);  // read once; checked against msg_len below
   size_t seg = plen - 8;
+  AsmKey k{peer, h.msg_id};
+  auto found = seg == h.msg_len ? rma_in_.end() : rma_in_.find(k);
+  if (seg != h.msg_len && found == rma_in_.end() && rma_in_.size() >= kMaxRmaIn)
+    return false;  // as many multi-packet writes in progress as kept: this one waits in the device
   struct iovec dst[kMaxIov];
   size_t ndst = 0;
   Mr* mr = nullptr;
@@ -145,8 +152,7 @@ void Endpoint::on_write(PeerId peer, const PktHdr& h, const void* payload, size_
   if (seg == h.msg_len) {
     last = true;
   } else {
-    AsmKey k{peer, h.msg_id};
-    RmaIn& in = rma_in_[k];
+    RmaIn& in = found != rma_in_.end() ? found->second : rma_in_[k];
     in.received += seg;
     if (st && !in.status) in.status = st;
     if (!st) in.mr = mr;
@@ -158,29 +164,35 @@ void Endpoint::on_write(PeerId peer, const PktHdr& h, const void* payload, size_
       refuse(peer, "RMA write", h.tag, st);
     }
   }
-  if (!last) return;
+  if (!last) return true;
   if (st) refuse(peer, "RMA write", h.tag, st);
   else remote_event(mr, true, &h);
   send_ctrl(peer, kPktRmaAck, h.msg_id, uint64_t(st));
+  return true;
 }
 
 // A single-copy write or read: checked like any other, then one CMA call
 // between the target's registered memory and the initiator's buffers.
-void Endpoint::on_rma_cma(PeerId peer, const PktHdr& h, const void* payload, size_t plen) {
+bool Endpoint::on_rma_cma(const CheckedPacket& pk) {
+  const PktHdr& h = pk.hdr();
+  PeerId peer = pk.peer();
   bool write = h.op == kPktWrite;
-  const RemoteIov* riov = static_cast<const RemoteIov*>(payload);
-  size_t rcnt = std::min(plen / sizeof(RemoteIov), kMaxIov);
+  size_t rcnt = pk.len() / sizeof(RemoteIov);  // <= kMaxIov (rx_check)
+  RemoteIov riov[kMaxIov];
+  memcpy(riov, pk.payload(), rcnt * sizeof(RemoteIov));  // one read of the peer's bytes
   struct iovec local[kMaxIov], remote[kMaxIov];
   size_t lcnt = 0;
   Mr* mr = nullptr;
   int st = dom_.mr_locate(h.tag, h.offset, h.msg_len, write ? FI_REMOTE_WRITE : FI_REMOTE_READ, local, kMaxIov,
                           &lcnt, &mr);
-  size_t rlen = 0;
+  uint64_t rlen = 0;
+  bool wrapped = false;
   for (size_t i = 0; i < rcnt; i++) {
     remote[i] = iovec{reinterpret_cast<void*>(riov[i].addr), size_t(riov[i].len)};
+    wrapped |= riov[i].len > UINT64_MAX - rlen;
     rlen += riov[i].len;
   }
-  if (!st && rlen != h.msg_len) st = FI_EINVAL;
+  if (!st && (wrapped || rlen != h.msg_len)) st = FI_EINVAL;
   if (!st) {
     ssize_t n = write ? dev_->read_remote(peer, local, lcnt, remote, rcnt)
                       : dev_->write_remote(peer, local, lcnt, remote, rcnt);
@@ -193,9 +205,13 @@ void Endpoint::on_rma_cma(PeerId peer, const PktHdr& h, const void* payload, siz
   if (st && st != FI_EIO) refuse(peer, write ? "RMA write" : "RMA read", h.tag, st);
   if (!st) remote_event(mr, write, write ? &h : nullptr);
   send_ctrl(peer, write ? kPktRmaAck : kPktReadResp, h.msg_id, uint64_t(st), kPktCma);
+  return true;
 }
 
-void Endpoint::on_read(PeerId peer, const PktHdr& h) {
+bool Endpoint::on_read(const CheckedPacket& pk) {
+  const PktHdr& h = pk.hdr();
+  PeerId peer = pk.peer();
+  if (pending_reads_.size() >= kMaxPendingTargetOps) return false;  // waits in the device
   struct iovec src[kMaxIov];
   size_t nsrc = 0;
   Mr* mr = nullptr;
@@ -203,10 +219,11 @@ void Endpoint::on_read(PeerId peer, const PktHdr& h) {
   if (st) {
     refuse(peer, "RMA read", h.tag, st);
     send_ctrl(peer, kPktReadResp, h.msg_id, uint64_t(st));
-    return;
+    return true;
   }
   remote_event(mr, false, nullptr);
   start_read_resp(peer, h);
+  return true;
 }
 
 // Streams the data of a checked read back; without a free tx op it waits.
@@ -244,7 +261,11 @@ void Endpoint::start_read_resp(PeerId peer, const PktHdr& h) {
   streams_.push_back(op);
 }
 
-void Endpoint::on_atomic(PeerId peer, const PktHdr& h, const void* payload, size_t plen) {
+bool Endpoint::on_atomic(const CheckedPacket& pk) {
+  const PktHdr& h = pk.hdr();
+  PeerId peer = pk.peer();
+  const void* payload = pk.payload();
+  size_t plen = pk.len();
   fi_op op = fi_op(h.reserved & 0xff);
   fi_datatype dt = fi_datatype(h.reserved >> 8);
   bool fetch = h.flags & kPktFetch;
@@ -253,7 +274,7 @@ void Endpoint::on_atomic(PeerId peer, const PktHdr& h, const void* payload, size
   size_t sz = atomic_size(dt);
   size_t count = h.msg_len;
   int st = 0;
-  if (!pm::atomic_valid(dt, op, kind) || count == 0 || count > dev_->max_payload()) st = FI_EOPNOTSUPP;
+  if (!pm::atomic_valid(dt, op, kind)) st = FI_EOPNOTSUPP;  // count and sizes: rx_check
   size_t want = op == FI_ATOMIC_READ ? 0 : count * sz * (compare ? 2 : 1);
   if (!st && plen != want) st = FI_EINVAL;
   uint64_t access = op == FI_ATOMIC_READ ? FI_REMOTE_READ
@@ -266,15 +287,16 @@ void Endpoint::on_atomic(PeerId peer, const PktHdr& h, const void* payload, size
   if (fetch && !st) {
     resp = alloc_tx();
     if (!resp) {  // FI_RM_ENABLED: retried once a tx op frees up, not failed
+      if (pending_atomics_.size() >= kMaxPendingTargetOps) return false;  // waits in the device
       const uint8_t* p = static_cast<const uint8_t*>(payload);
       pending_atomics_.push_back({peer, h, std::vector<uint8_t>(p, p + plen)});
-      return;
+      return true;
     }
   }
   if (st) {
     refuse(peer, "atomic", h.tag, st);
     send_ctrl(peer, fetch ? kPktAtomicResp : kPktRmaAck, h.msg_id, uint64_t(st));
-    return;
+    return true;
   }
   const uint8_t* operand = op == FI_ATOMIC_READ ? nullptr : static_cast<const uint8_t*>(payload);
   const uint8_t* cmp = compare ? static_cast<const uint8_t*>(payload) + count * sz : nullptr;
@@ -294,7 +316,7 @@ void Endpoint::on_atomic(PeerId peer, const PktHdr& h, const void* payload, size
   }
   if (!resp) {
     send_ctrl(peer, kPktRmaAck, h.msg_id, 0);
-    return;
+    return true;
   }
   resp->silent = true;
   resp->completion = false;
@@ -306,21 +328,28 @@ void Endpoint::on_atomic(PeerId peer, const PktHdr& h, const void* payload, size
   resp->iov[0] = iovec{old, count * sz};
   resp->iovcnt = 1;
   queue_op(resp, false);
+  return true;
 }
 
 // ---- initiator side: replies ----------------------------------------------
 
-void Endpoint::on_rma_reply(PeerId peer, const PktHdr& h, const void* payload, size_t plen) {
+void Endpoint::on_rma_reply(const CheckedPacket& pk) {
+  const PktHdr& h = pk.hdr();
+  PeerId peer = pk.peer();
+  const void* payload = pk.payload();
+  size_t plen = pk.len();
   TxOp* op = tx_by_id(h.msg_id);
   if (!op || op->state != TxOp::kWaitResp || op->peer != peer) return;
   int st = int(h.tag);
   if (h.op == kPktReadResp && !st && !(h.flags & kPktCma)) {
     size_t len = op->hdr.msg_len;
-    if (h.offset < len) iov_copy_to(op->iov, op->iovcnt, h.offset, payload, std::min<size_t>(plen, len - h.offset));
+    // Only what is still missing of what we asked for (overflow-safe).
+    if (h.offset > len || plen > len - h.offset || plen > len - op->sent) return;
+    iov_copy_to(op->iov, op->iovcnt, h.offset, payload, plen);
     op->sent += plen;
     if (op->sent < len) return;
   } else if (h.op == kPktAtomicResp && !st) {
-    iov_copy_to(op->res, op->rescnt, 0, payload, plen);
+    iov_copy_to(op->res, op->rescnt, 0, payload, std::min(plen, iov_total(op->res, op->rescnt)));
   }
   waiting_.remove(op);
   complete_tx(op, st);

@@ -13,6 +13,7 @@
 #include "core/av.hpp"
 #include "core/cntr.hpp"
 #include "core/endpoint.hpp"
+#include "core/rx_check.hpp"
 
 namespace pm {
 
@@ -172,54 +173,96 @@ bool Endpoint::match_incoming(PeerId peer, const PktHdr& h, RecvOp** r, size_t* 
   return true;
 }
 
-void Endpoint::on_eager(PeerId peer, const PktHdr& h, const void* payload, size_t plen) {
-  plen = std::min<size_t>(plen, h.msg_len);
+// Whether an unexpected message costing `bytes` fits under the endpoint's
+// cap now. The first one always does (so one message larger than the cap
+// still gets through); otherwise the packet waits in the device and the
+// sender is held back (STOP/GO) until receives consume what is stored.
+bool Endpoint::unexp_room(size_t bytes) {
+  if (unexp_bytes_ == 0 || bytes <= unexp_cap_ - std::min(unexp_bytes_, unexp_cap_)) return true;
+  if (!unexp_full_) {
+    unexp_full_ = true;
+    unexp_stalls_++;
+    PM_WARN(FI_LOG_EP_DATA,
+            "unexpected messages hold %zu bytes, the cap (unexp_cap_kb): senders wait until receives "
+            "are posted",
+            unexp_bytes_);
+  }
+  return false;
+}
+
+Unexp* Endpoint::new_unexp(const CheckedPacket& pk, size_t bytes) {
+  auto u = std::make_unique<Unexp>();
+  u->peer = pk.peer();
+  u->hdr = pk.hdr();
+  u->charge = bytes;
+  u->account = &unexp_bytes_;
+  unexp_bytes_ += bytes;
+  unexp_peak_ = std::max(unexp_peak_, unexp_bytes_);
+  unexp_full_ = false;
+  u->held = source_ && addr_of(pk.peer()) == FI_ADDR_NOTAVAIL;
+  return u.release();
+}
+
+bool Endpoint::on_eager(const CheckedPacket& pk) {
+  const PktHdr& h = pk.hdr();
+  PeerId peer = pk.peer();
+  size_t plen = pk.len();  // <= msg_len <= the eager bound (rx_check)
   RecvOp* r;
   size_t base;
   if (match_incoming(peer, h, &r, &base)) {
     size_t cap = capacity(r, base);
-    iov_copy_to(r->iov, r->iovcnt, base, payload, std::min(plen, cap));
+    iov_copy_to(r->iov, r->iovcnt, base, pk.payload(), std::min(plen, cap));
     if (h.msg_len > plen) {
       Assembly& a = assemblies_[AsmKey{peer, h.msg_id}];
       a = Assembly{peer, r, nullptr, base, size_t(h.msg_len), size_t(h.msg_len), plen, h.tag,
                    h.cq_data, h.flags, now_ns()};
-      return;
+      return true;
     }
     PktHdr hh = h;
     finish_recv(r, base, h.msg_len, std::min(plen, cap), hh, peer);
-    return;
+    return true;
   }
-  auto u = std::make_unique<Unexp>();
-  u->peer = peer;
-  u->hdr = h;
-  u->data.reset(new uint8_t[h.msg_len ? h.msg_len : 1]);
-  memcpy(u->data.get(), payload, plen);
+  size_t bytes = sizeof(Unexp) + size_t(h.msg_len);
+  if (!unexp_room(bytes)) return false;
+  std::unique_ptr<uint8_t[]> data(new uint8_t[h.msg_len ? h.msg_len : 1]);
+  Unexp* u = new_unexp(pk, bytes);
+  u->data = std::move(data);
+  memcpy(u->data.get(), pk.payload(), plen);
   u->received = plen;
-  u->held = source_ && addr_of(peer) == FI_ADDR_NOTAVAIL;
   if (h.msg_len > plen) {
     Assembly& a = assemblies_[AsmKey{peer, h.msg_id}];
-    a = Assembly{peer, nullptr, u.get(), 0, size_t(h.msg_len), size_t(h.msg_len), plen, h.tag,
+    a = Assembly{peer, nullptr, u, 0, size_t(h.msg_len), size_t(h.msg_len), plen, h.tag,
                  h.cq_data, h.flags, now_ns()};
   }
-  matcher_.add_unexpected(u.release());
+  matcher_.add_unexpected(u);
+  return true;
 }
 
-void Endpoint::on_data(PeerId peer, const PktHdr& h, const void* payload, size_t plen) {
+bool Endpoint::on_data(const CheckedPacket& pk) {
+  const PktHdr& h = pk.hdr();
+  PeerId peer = pk.peer();
+  size_t plen = pk.len();
   auto it = assemblies_.find(AsmKey{peer, h.msg_id});
-  if (it == assemblies_.end()) return;  // discarded or failed message
+  if (it == assemblies_.end()) return true;  // discarded or failed message
   Assembly& a = it->second;
+  // Inside what this message's first packet announced, and no more bytes
+  // than are still missing (overflow-safe; a peer's offsets are not trusted).
+  if (h.offset > a.total || plen > a.total - h.offset || plen > a.total - a.received) {
+    drop(peer, "segment outside its message");
+    return true;
+  }
   a.start_ns = now_ns();
   if (a.recv) {
     size_t cap = std::min(a.total, capacity(a.recv, a.base));
     if (h.offset < cap)
-      iov_copy_to(a.recv->iov, a.recv->iovcnt, a.base + h.offset, payload,
+      iov_copy_to(a.recv->iov, a.recv->iovcnt, a.base + h.offset, pk.payload(),
                   std::min<size_t>(plen, cap - h.offset));
-  } else if (h.offset + plen <= a.total) {
-    memcpy(a.unexp->data.get() + h.offset, payload, plen);
+  } else {
+    memcpy(a.unexp->data.get() + h.offset, pk.payload(), plen);  // total == the buffer's size
     a.unexp->received += plen;
   }
   a.received += plen;
-  if (a.received < a.total) return;
+  if (a.received < a.total) return true;
   Assembly done = a;
   assemblies_.erase(it);
   PktHdr hh{};
@@ -229,7 +272,7 @@ void Endpoint::on_data(PeerId peer, const PktHdr& h, const void* payload, size_t
   if (done.recv) {
     finish_recv(done.recv, done.base, done.msg_len, std::min(done.total, capacity(done.recv, done.base)),
                 hh, peer);
-    return;
+    return true;
   }
   Unexp* u = done.unexp;
   if (u->claim_ctx == kDiscarded) {
@@ -239,25 +282,29 @@ void Endpoint::on_data(PeerId peer, const PktHdr& h, const void* payload, size_t
     u->waiting = nullptr;
     deliver_unexpected(r, u);
   }
+  return true;
 }
 
-void Endpoint::on_rts(PeerId peer, const PktHdr& h, const void* payload, size_t plen) {
-  const RemoteIov* riov = static_cast<const RemoteIov*>(payload);
-  size_t cnt = plen / sizeof(RemoteIov);
+bool Endpoint::on_rts(const CheckedPacket& pk) {
+  const PktHdr& h = pk.hdr();
+  PeerId peer = pk.peer();
+  size_t cnt = pk.len() / sizeof(RemoteIov);  // whole entries, <= kMaxIov (rx_check)
+  RemoteIov riov[kMaxIov];
+  memcpy(riov, pk.payload(), cnt * sizeof(RemoteIov));  // one read of the peer's bytes
   RecvOp* r;
   size_t base;
   if (match_incoming(peer, h, &r, &base)) {
     deliver_rts(r, base, peer, h, riov, cnt);
-    return;
+    return true;
   }
-  auto u = std::make_unique<Unexp>();
-  u->peer = peer;
-  u->hdr = h;
+  size_t bytes = sizeof(Unexp) + cnt * sizeof(RemoteIov);
+  if (!unexp_room(bytes)) return false;
+  Unexp* u = new_unexp(pk, bytes);
   u->riov.reset(new RemoteIov[cnt ? cnt : 1]);
   std::copy(riov, riov + cnt, u->riov.get());
   u->riovcnt = cnt;
-  u->held = source_ && addr_of(peer) == FI_ADDR_NOTAVAIL;
-  matcher_.add_unexpected(u.release());
+  matcher_.add_unexpected(u);
+  return true;
 }
 
 void Endpoint::deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,

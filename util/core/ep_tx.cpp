@@ -10,6 +10,7 @@
 #include "base/log.hpp"
 #include "core/cntr.hpp"
 #include "core/endpoint.hpp"
+#include "core/rx_check.hpp"
 
 namespace pm {
 
@@ -325,7 +326,9 @@ void Endpoint::count_tx(const TxOp* op, bool ok) {
   else c->inc_err();
 }
 
-void Endpoint::on_cts(PeerId peer, const PktHdr& h) {
+void Endpoint::on_cts(const CheckedPacket& pk) {
+  const PktHdr& h = pk.hdr();
+  PeerId peer = pk.peer();
   TxOp* op = tx_by_id(h.msg_id);
   if (!op || op->state != TxOp::kWaitCts || op->peer != peer) return;
   waiting_.remove(op);
@@ -337,7 +340,9 @@ void Endpoint::on_cts(PeerId peer, const PktHdr& h) {
   progress_streams();
 }
 
-void Endpoint::on_fin(PeerId peer, const PktHdr& h) {
+void Endpoint::on_fin(const CheckedPacket& pk) {
+  const PktHdr& h = pk.hdr();
+  PeerId peer = pk.peer();
   TxOp* op = tx_by_id(h.msg_id);
   if (!op || op->state != TxOp::kWaitCts || op->peer != peer) return;
   waiting_.remove(op);

@@ -175,6 +175,10 @@ const ParamSpec kCoreParams[] = {
      "messages above this many bytes use rendezvous: the receiver pulls them once matched (single "
      "copy where the device can), so an unexpected large message costs it a header",
      "16384"},
+    {"unexp_cap_kb", T::kSize,
+     "memory an endpoint keeps for unexpected messages, KiB: at the cap it stops taking such messages "
+     "and their senders wait (STOP/GO) until receives are posted; nothing is dropped",
+     "262144"},
     {"tx_size", T::kSize, "outstanding sends per endpoint", "256"},
     {"rx_size", T::kSize, "outstanding posted receives per endpoint", "1024"},
     {"spin_us", T::kInt, "microseconds a blocking read polls before it sleeps on the devices' fds", "50"},

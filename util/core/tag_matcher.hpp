@@ -47,6 +47,17 @@ struct Unexp {
   bool held = false;         // source not yet in the AV (FI_SOURCE)
   void* claim_ctx = nullptr; // claimed by a FI_PEEK|FI_CLAIM with this context
   RecvOp* waiting = nullptr; // matched before all segments arrived
+  // The endpoint's unexpected-memory total, charged `charge` bytes for this
+  // message for as long as it exists (see Endpoint's cap).
+  size_t* account = nullptr;
+  size_t charge = 0;
+
+  Unexp() = default;
+  Unexp(const Unexp&) = delete;
+  Unexp& operator=(const Unexp&) = delete;
+  ~Unexp() {
+    if (account) *account -= charge;
+  }
 
   bool tagged() const { return hdr.flags & kPktTagged; }
   bool complete() const { return hdr.op != kPktEager || received >= hdr.msg_len; }
