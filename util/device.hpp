@@ -105,6 +105,12 @@ class Device {
   // Liveness of a peer with operations outstanding (slow path, may syscall).
   virtual bool peer_alive(PeerId peer) noexcept = 0;
 
+  // Endpoint close: acknowledges at once what arrived, and says whether
+  // everything this device sent has been acknowledged (or never will be)
+  // and the peers have gone quiet, so the endpoint may go. Called between
+  // polls until true or the close timeout.
+  virtual bool close_drained() noexcept { return true; }
+
   // Blocking waits: the fd becomes readable when a packet arrives while armed.
   virtual int wait_fd() const noexcept = 0;
   virtual void arm_wait(bool armed) noexcept = 0;

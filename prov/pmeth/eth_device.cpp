@@ -20,7 +20,6 @@ namespace {
 constexpr uint64_t kTicketBits = 40;
 constexpr uint64_t kTicketMask = (uint64_t(1) << kTicketBits) - 1;
 constexpr size_t kBodyOff = kEthHdr + kPmHdr;
-constexpr uint32_t kMaxProbes = 5;
 constexpr size_t kStripeMin = 512;             // smaller frames are not striped
 constexpr uint64_t kLinkCheckNs = 20000000;    // local link state, every 20 ms
 constexpr uint64_t kRailProbeNs = 10000000;    // a rail out of use is probed every 10 ms
@@ -87,7 +86,11 @@ EthDevice::EthDevice(const DeviceConfig& cfg, std::vector<std::unique_ptr<Wire>>
   }
   encode_name(name_, self_);
   max_payload_ = mtu > kPmHdr + kCoreHdr + 64 ? mtu - kPmHdr - kCoreHdr : 64;
-  if (cfg_.window < 8) cfg_.window = 8;
+  // A power of two, so that `seq % window` stays continuous across the
+  // 2^32 wrap of the sequence numbers (at most 32768: the window field).
+  uint32_t w = 8;
+  while (w < cfg_.window && w < 32768) w <<= 1;
+  cfg_.window = w;
   scratch_.resize(kEthHdr + mtu + 64);
   adv_window_ = uint16_t(std::min<uint32_t>(cfg_.window, 65535));
   update_window(now_ns());
@@ -137,6 +140,7 @@ PeerId EthDevice::peer_by_addr(const uint8_t* mac, uint32_t ep_id) {
   encode_name(p.name_bytes, p.name);
   p.rto_ns = uint64_t(cfg_.rto_init_us) * 1000;
   p.peer_window = uint16_t(std::min<uint32_t>(cfg_.window, 65535));
+  p.my_epoch = epoch_;
   by_addr_.emplace(k, id);
   return id;
 }
@@ -146,6 +150,7 @@ PeerId EthDevice::resolve(const void* name, size_t len) noexcept {
   if (!decode_name(name, len, &n)) return kNoPeer;
   try {
     PeerId id = peer_by_addr(n.mac[0], n.ep_id);
+    peers_[id].name_known = false;  // the application's name wins over one a handshake told
     learn_name(id, n, name);
     return id;
   } catch (...) {
@@ -229,11 +234,11 @@ void EthDevice::build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint1
   h.job = cfg_.job;
   h.dst_ep = p.name.ep_id;
   h.src_ep = ep_id_;
-  h.src_epoch = epoch_;
+  h.src_epoch = p.my_epoch;
   h.dst_epoch = p.epoch;
   h.seq = seq;
   h.ack = p.expected;
-  h.window = adv_window_;
+  h.window = p.rx_held ? 0 : adv_window_;  // 0 = STOP: the endpoint has no room
   h.len = len;
   h.ts = now_us();
   // A timestamp is echoed once, by the first frame back after the frame that
@@ -245,14 +250,35 @@ void EthDevice::build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint1
 }
 
 void EthDevice::seal(uint8_t* f, size_t len) {
+  put64(f + kEthHdr + kMacOff, 0);  // emit() signs, once the addresses are known
   if (!cfg_.checksum) return;
+  put32(f + kEthHdr + 44, 0);
   put32(f + kEthHdr + 44, frame_sum(f + kEthHdr, f + kBodyOff, len - kBodyOff));
+}
+
+// The MAC covers the Ethernet addresses and the header up to the MAC
+// (the checksum, and through it the payload, included).
+void EthDevice::sign(uint8_t* f) const {
+  if (!cfg_.auth) return;
+  uint8_t m[12 + kMacOff];
+  memcpy(m, f, 12);
+  memcpy(m + 12, f + kEthHdr, kMacOff);
+  put64(f + kEthHdr + kMacOff, siphash24(cfg_.key, m, sizeof m));
+}
+
+bool EthDevice::authentic(const uint8_t* f) const {
+  if (!cfg_.auth) return true;
+  uint8_t m[12 + kMacOff];
+  memcpy(m, f, 12);
+  memcpy(m + 12, f + kEthHdr, kMacOff);
+  return siphash24(cfg_.key, m, sizeof m) == get64(f + kEthHdr + kMacOff);
 }
 
 // Addresses the frame for `rail` and queues it there.
 bool EthDevice::emit(Peer& p, unsigned rail, uint8_t* f, size_t len) {
   memcpy(f, p.name.mac[rail], 6);
   memcpy(f + 6, self_.mac[rail], 6);
+  sign(f);
   Frame fr{f, len};
   Rail& r = rails_[rail];
   if (r.wire->tx_burst(&fr, 1) == 1) {
@@ -322,6 +348,7 @@ int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
     if (p.reorder.empty()) p.reorder.resize(cfg_.window);
     send_hello(p, kHello);
     p.state = Peer::kHelloSent;
+    p.hello_start_ns = now;
     p.hello_deadline = now + p.rto_ns;
     flush();
     return -FI_EAGAIN;
@@ -390,6 +417,7 @@ void EthDevice::retransmit(Peer& p, uint32_t seq, int rail) {
   h.ts = now_us();
   h.ts_echo = 0;  // a resent frame's echo would be stale
   h.dst_epoch = p.epoch;
+  h.window = p.rx_held ? 0 : adv_window_;
   h.csum = 0;
   encode_hdr(f + kEthHdr, h);
   seal(f, s.frame.size());
@@ -402,7 +430,10 @@ void EthDevice::retransmit(Peer& p, uint32_t seq, int rail) {
 }
 
 void EthDevice::handle_ack(Peer& p, uint32_t ack, uint16_t window, uint32_t ts_echo, uint64_t now) {
-  p.peer_window = window;
+  // 0 is STOP: nothing new goes until a GO (a later window); a stalled
+  // sender probes for it (run_timers), so a lost GO cannot stall it.
+  p.peer_window = uint16_t(std::min<uint32_t>(window, cfg_.window));
+  if (window && p.persist_ns) p.persist_ns = 0;
   if (!seq_lt(p.una, ack) || !seq_le(ack, p.next_seq)) return;
   p.tickets_acked += ack - p.una;
   p.una = ack;
@@ -425,16 +456,48 @@ void EthDevice::handle_ack(Peer& p, uint32_t ack, uint16_t window, uint32_t ts_e
   p.rto_deadline = p.una != p.next_seq ? now + p.rto_ns : 0;
 }
 
-void EthDevice::deliver(PeerId id, const uint8_t* body, size_t len, PacketSink& sink) {
-  if (len < kCoreHdr) return;
+bool EthDevice::deliver(PeerId id, const uint8_t* body, size_t len, PacketSink& sink) {
+  if (len < kCoreHdr) return true;
   PktHdr h = decode_core(body);
   RxPacket pkt{id, &h, body + kCoreHdr, len - kCoreHdr};
-  (void)sink.on_packet(pkt);
+  return sink.on_packet(pkt);
 }
 
-void EthDevice::reset_peer(Peer& p, bool) {
+// Delivers what waits in order in p's reorder buffer; false when the
+// endpoint has no room for the next one (it stays, the peer is held).
+bool EthDevice::deliver_held(PeerId id, PacketSink& sink) {
+  uint32_t W = cfg_.window;
+  for (;;) {
+    Peer& q = peers_[id];
+    if (q.reorder.empty()) return true;
+    RxSlot& r = q.reorder[q.expected % W];
+    if (!r.present) return true;
+    FrameHdr rh = decode_hdr(r.frame.data() + kEthHdr);
+    if (rh.seq != q.expected) {
+      r.present = false;
+      continue;
+    }
+    if (!deliver(id, r.frame.data() + kBodyOff, rh.len, sink)) return false;
+    Peer& q2 = peers_[id];
+    if (q2.reorder.empty()) return true;  // the session was reset meanwhile
+    q2.reorder[q2.expected % W].present = false;
+    q2.expected++;
+  }
+}
+
+// A new session with the peer: sequence state from scratch, a new
+// incarnation (tickets of the old one fail), and the endpoint told, so
+// that operations of the old session fail and cut messages complete with
+// an error.
+void EthDevice::reset_peer(PeerId id, PacketSink* sink) {
+  Peer& p = peers_[id];
   p.incarnation++;
-  p.reset = true;
+  st_.resets++;
+  if (p.rx_held) {
+    p.rx_held = false;
+    held_.erase(std::remove(held_.begin(), held_.end(), id), held_.end());
+  }
+  p.persist_ns = 0;
   p.next_seq = p.una = 1;
   p.tickets_sent = p.tickets_acked = 0;  // tickets count frames of this incarnation
   p.expected = 1;
@@ -444,17 +507,49 @@ void EthDevice::reset_peer(Peer& p, bool) {
   p.ack_deadline = 0;
   p.gap_since_ns = 0;
   for (auto& r : p.reorder) r.present = false;
+  for (auto& t : p.ring) t.seq = 0;
+  if (sink) sink->on_peer_reset(id);
+}
+
+// An unreachable peer was heard again: a new session, under a new epoch
+// of ours for it, so the peer resets its side too (its old operations were
+// lost with ours).
+void EthDevice::revive(PeerId id, uint64_t now, PacketSink& sink) {
+  reset_peer(id, &sink);
+  Peer& p = peers_[id];
+  PM_INFO(FI_LOG_EP_DATA, "peer %s is heard again: new session", format_name(p.name).c_str());
+  st_.revived++;
+  uint32_t e;
+  do e = random32(); while (e == p.my_epoch);
+  p.my_epoch = e;
+  p.epoch = 0;
+  if (p.ring.empty()) p.ring.resize(cfg_.window);
+  if (p.reorder.empty()) p.reorder.resize(cfg_.window);
+  p.state = Peer::kNew;
+  p.tries = p.hello_tries = 0;
+  p.probe_gap_ns = 0;
+  p.last_heard_ns = now;
 }
 
 void EthDevice::declare_unreachable(Peer& p, const char* why) {
   PM_WARN(FI_LOG_EP_DATA, "peer %s unreachable: %s; its operations fail", format_name(p.name).c_str(), why);
   p.state = Peer::kUnreachable;
-  p.reset = true;
   p.rto_deadline = p.hello_deadline = p.ack_deadline = 0;
+  p.persist_ns = 0;
+  if (p.rx_held) {
+    p.rx_held = false;
+    held_.erase(std::remove_if(held_.begin(), held_.end(), [&](PeerId h) { return &peers_[h] == &p; }),
+                held_.end());
+  }
   p.ring.clear();
   p.reorder.clear();
 }
 
+// The device's half of the validation boundary: the frame's length,
+// version, job, endpoint, MAC and checksum, then the session (epochs,
+// sequence numbers); only then does the core see the packet (and checks
+// the core header: core/rx_check.hpp). No peer state exists for a frame
+// that failed any of this.
 void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, PacketSink& sink, uint64_t now) {
   if (len < kBodyOff || ((uint16_t(f[12]) << 8) | f[13]) != cfg_.ethertype) {
     st_.bad_len++;
@@ -477,10 +572,15 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
     st_.bad_len++;
     return;
   }
+  if (!authentic(f)) {
+    st_.bad_mac++;  // not from a member of this job (or altered)
+    return;
+  }
   if (cfg_.checksum) {
     uint8_t hdr[kPmHdr];
     memcpy(hdr, f + kEthHdr, kPmHdr);
     put32(hdr + 44, 0);
+    put64(hdr + kMacOff, 0);
     uint32_t c = frame_sum(hdr, f + kBodyOff, h.len);
     if (c != h.csum) {
       st_.bad_csum++;
@@ -491,14 +591,20 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
     st_.bad_len++;  // no room for the core header: would consume a seq and vanish
     return;
   }
+  if (h.type < kData || h.type > kDgram || (h.type == kNak && h.len < 8)) {
+    st_.bad_len++;
+    return;
+  }
   if (cfg_.drop_rate > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < cfg_.drop_rate) {
     st_.injected_drops++;
     return;
   }
+  if (!cfg_.reliable && h.type != kDgram) return;
   PeerId id = peer_by_addr(f + 6, h.src_ep);
   Peer& p = peers_[id];
+  last_rx_ns_ = now;
   p.last_heard_ns = now;
-  p.probes = 0;
+  p.probe_gap_ns = 0;
   p.rx_frames++;
   p.rx_bytes += len;
   rails_[rail].rx_frames++;
@@ -506,10 +612,23 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
   const uint8_t* body = f + kBodyOff;
 
   if (h.type == kDgram) {
-    if (!cfg_.reliable) deliver(id, body, h.len, sink);
+    if (!cfg_.reliable && !deliver(id, body, h.len, sink)) st_.held++;  // unreliable: no room, lost
     return;
   }
-  if (!cfg_.reliable) return;
+  auto replayed = [&](uint32_t e) {
+    return std::find(std::begin(p.old_epochs), std::end(p.old_epochs), e) != std::end(p.old_epochs);
+  };
+  if (p.state == Peer::kUnreachable) {
+    // Heard again after it was given up: a new session (both sides reset).
+    revive(id, now, sink);
+    if (h.type != kHello) {
+      send_hello(p, kHello);
+      p.state = Peer::kHelloSent;
+      p.hello_start_ns = now;
+      p.hello_deadline = now + p.rto_ns;
+      return;
+    }
+  }
   if (h.type == kHello || h.type == kHelloAck) {
     EthName n;
     if (h.len < kNameLen || !decode_name(body, kNameLen, &n) || n.ep_id != h.src_ep || rail >= n.rails ||
@@ -517,42 +636,49 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
       st_.bad_len++;
       return;
     }
-    if (h.type == kHelloAck && h.dst_epoch != epoch_) {
+    if ((h.type == kHelloAck && h.dst_epoch != p.my_epoch) || replayed(h.src_epoch)) {
       st_.stale++;
       return;
     }
     learn_name(id, n, body);
-    // An unreachable peer stays so, unless it restarted (a new epoch).
-    if (p.state == Peer::kUnreachable && p.epoch == h.src_epoch) return;
     if (p.epoch && p.epoch != h.src_epoch) {
-      PM_INFO(FI_LOG_EP_DATA, "peer %s restarted (new epoch); its old operations fail",
+      PM_INFO(FI_LOG_EP_DATA, "peer %s started a new session (restart); operations of the old one fail",
               format_name(p.name).c_str());
-      reset_peer(p, true);
+      p.old_epochs[p.old_next++ % 4] = p.epoch;
+      reset_peer(id, &sink);
     }
-    p.epoch = h.src_epoch;
-    if (p.ring.empty()) p.ring.resize(cfg_.window);
-    if (p.reorder.empty()) p.reorder.resize(cfg_.window);
-    p.state = Peer::kUp;
-    std::fill(std::begin(p.rail_heard_ns), std::end(p.rail_heard_ns), now);
-    p.hello_deadline = 0;
-    p.hello_tries = 0;
-    p.peer_window = h.window;
-    if (h.type == kHello) send_hello(p, kHelloAck);
+    Peer& q = peers_[id];
+    q.epoch = h.src_epoch;
+    if (q.ring.empty()) q.ring.resize(cfg_.window);
+    if (q.reorder.empty()) q.reorder.resize(cfg_.window);
+    q.state = Peer::kUp;
+    std::fill(std::begin(q.rail_heard_ns), std::end(q.rail_heard_ns), now);
+    q.hello_deadline = 0;
+    q.hello_tries = 0;
+    q.peer_window = uint16_t(std::min<uint32_t>(h.window, cfg_.window));
+    if (h.type == kHello) send_hello(q, kHelloAck);
     return;
   }
   // Sequenced traffic: both epochs must be the ones of this conversation.
-  if (h.dst_epoch != epoch_) {
-    st_.stale++;  // meant for an earlier incarnation of this endpoint
-    if (p.state != Peer::kUnreachable && now >= p.hello_deadline) {
+  if (h.dst_epoch != p.my_epoch) {
+    st_.stale++;  // meant for an earlier session with this endpoint
+    if (now >= p.hello_deadline) {
       if (p.ring.empty()) p.ring.resize(cfg_.window);
       if (p.reorder.empty()) p.reorder.resize(cfg_.window);
       send_hello(p, kHello);
+      if (p.state == Peer::kNew) {
+        p.state = Peer::kHelloSent;
+        p.hello_start_ns = now;
+      }
       p.hello_deadline = now + p.rto_ns;
     }
     return;
   }
-  if (p.state == Peer::kUnreachable) return;
   if (!p.epoch) {
+    if (replayed(h.src_epoch)) {
+      st_.replays++;
+      return;
+    }
     p.epoch = h.src_epoch;  // our HELLO_ACK is still on its way: implied
     if (p.ring.empty()) p.ring.resize(cfg_.window);
     if (p.reorder.empty()) p.reorder.resize(cfg_.window);
@@ -574,25 +700,35 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
   switch (h.type) {
   case kData: {
     uint32_t W = cfg_.window;
-    if (h.seq == p.expected) {
+    if (h.seq == p.expected && !p.rx_held) {
       p.last_ts = h.ts;
-      p.expected++;
       p.gap_since_ns = 0;
-      deliver(id, body, h.len, sink);
-      Peer& q = peers_[id];
-      // Frames that arrived early and are now in order.
-      for (;;) {
-        RxSlot& r = q.reorder[q.expected % W];
-        if (!r.present) break;
-        FrameHdr rh = decode_hdr(r.frame.data() + kEthHdr);
-        if (rh.seq != q.expected) {
-          r.present = false;
-          continue;
-        }
-        r.present = false;
-        q.expected++;
-        deliver(id, r.frame.data() + kBodyOff, rh.len, sink);
+      if (!deliver(id, body, h.len, sink)) {
+        // The endpoint has no room: the frame waits here, unacknowledged,
+        // and the peer is told to STOP (window 0) until there is room.
+        Peer& q = peers_[id];
+        RxSlot& r = q.reorder[h.seq % W];
+        r.frame.assign(f, f + kBodyOff + h.len);
+        r.present = true;
+        q.rx_held = true;
+        held_.push_back(id);
+        st_.held++;
+        send_ctrl(q, kAck);
+        break;
       }
+      Peer& q0 = peers_[id];
+      if (q0.reorder.empty()) break;  // the session was reset meanwhile
+      q0.expected++;
+      // Frames that arrived early and are now in order.
+      if (!deliver_held(id, sink)) {
+        Peer& q = peers_[id];
+        q.rx_held = true;
+        held_.push_back(id);
+        st_.held++;
+        send_ctrl(q, kAck);
+        break;
+      }
+      Peer& q = peers_[id];
       // ACK every ack_every frames; otherwise traffic back carries it, or
       // the delayed-ACK timer sends it.
       if (++q.rx_since_ack >= cfg_.ack_every) send_ctrl(q, kAck);
@@ -603,9 +739,9 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
           ack_due_.push_back(id);
         }
       }
-    } else if (seq_lt(h.seq, p.expected)) {
+    } else if (seq_lt(h.seq, p.expected) || (h.seq == p.expected && p.rx_held)) {
       p.dups++;
-      send_ctrl(p, kAck);  // its ACK was lost: say it again
+      send_ctrl(p, kAck);  // its ACK was lost (or it waits for room): say it again
     } else {
       if (h.seq - p.expected < W) {
         RxSlot& r = p.reorder[h.seq % W];
@@ -617,6 +753,7 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
           p.dups++;
         }
       }
+      if (p.rx_held) break;  // no gap: the next frame is here, waiting for room
       // Over a trunk a gap is usually a frame still on a slower rail: a
       // LOSE waits until the gap has lasted a while.
       bool hold = false;
@@ -634,12 +771,10 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
   }
   case kNak: {
     retransmit(p, h.ack);
-    if (h.len >= 8) {
-      uint64_t bits = get64(body);
-      int top = bits ? 63 - __builtin_clzll(bits) : -1;
-      for (int i = 0; i < top; i++)
-        if (!(bits & (uint64_t(1) << i))) retransmit(p, h.ack + 1 + uint32_t(i));
-    }
+    uint64_t bits = get64(body);
+    int top = bits ? 63 - __builtin_clzll(bits) : -1;
+    for (int i = 0; i < top; i++)
+      if (!(bits & (uint64_t(1) << i))) retransmit(p, h.ack + 1 + uint32_t(i));
     break;
   }
   case kProbe:
@@ -663,14 +798,17 @@ void EthDevice::update_window(uint64_t now) {
   for (const Peer& p : peers_)
     if (p.state == Peer::kUp && now - p.last_heard_ns < 100000000ull) active++;
   size_t share = cap / std::max<size_t>(active, 1) * 3 / 4;
-  adv_window_ = uint16_t(std::clamp<size_t>(share, 8, std::min<uint32_t>(cfg_.window, 65535)));
+  adv_window_ = uint16_t(std::clamp<size_t>(share, 2, std::min<uint32_t>(cfg_.window, 65535)));
 }
 
 void EthDevice::run_timers(uint64_t now) {
   uint64_t rto_max = uint64_t(cfg_.rto_max_us) * 1000;
+  uint64_t dead = uint64_t(cfg_.dead_ms) * 1000000;
   for (Peer& p : peers_) {
     if (p.state == Peer::kHelloSent && p.hello_deadline && now >= p.hello_deadline) {
-      if (++p.hello_tries > cfg_.retries) {
+      // Given up only after the retry budget and the dead time both passed
+      // without a word from the peer.
+      if (++p.hello_tries > cfg_.retries && now - std::max(p.hello_start_ns, p.last_heard_ns) > dead) {
         declare_unreachable(p, "no answer to the handshake");
         continue;
       }
@@ -678,8 +816,8 @@ void EthDevice::run_timers(uint64_t now) {
       p.hello_deadline = now + std::min(p.rto_ns << std::min(p.hello_tries, 16u), rto_max);
     }
     if (p.state == Peer::kUp && p.rto_deadline && now >= p.rto_deadline) {
-      if (++p.tries > cfg_.retries) {
-        declare_unreachable(p, "no acknowledgement after the retry budget");
+      if (++p.tries > cfg_.retries && now - p.last_heard_ns > dead) {
+        declare_unreachable(p, "nothing heard from it for the dead time, and no acknowledgement after the retry budget");
         continue;
       }
       int rail = -1;
@@ -707,6 +845,19 @@ void EthDevice::run_timers(uint64_t now) {
       }
       retransmit(p, p.una, rail);
       p.rto_deadline = now + std::min(p.rto_ns << std::min(p.tries, 16u), rto_max);
+    }
+    // The peer said STOP and nothing of ours is in flight: ask it for its
+    // window now and then (backing off), so a lost GO cannot stall us.
+    if (p.state == Peer::kUp && p.peer_window == 0 && p.una == p.next_seq) {
+      if (!p.persist_ns) p.persist_ns = now + p.rto_ns;
+      else if (now >= p.persist_ns) {
+        send_ctrl(p, kProbe);
+        p.persist_ns = now + std::min(p.rto_ns << std::min(++p.tries, 16u), rto_max);
+        if (now - p.last_heard_ns > dead) {
+          declare_unreachable(p, "no answer to window probes for the dead time");
+          continue;
+        }
+      }
     }
     if (p.state == Peer::kUp)
       for (unsigned r = 0; r < p.rails; r++)
@@ -755,6 +906,22 @@ int EthDevice::poll_busy(PacketSink& sink, int budget) noexcept {
   idle_polls_ = 0;
   if (!now) now = now_ns();
   int n = total;
+  if (!held_.empty()) {
+    // Peers waiting for room: deliver what the endpoint takes now; a peer
+    // whose frames all went gets GO (an ACK with its window).
+    auto waiting = held_;
+    held_.clear();
+    for (PeerId id : waiting) {
+      if (!peers_[id].rx_held) continue;
+      if (!deliver_held(id, sink)) {
+        held_.push_back(id);
+        continue;
+      }
+      Peer& p = peers_[id];
+      p.rx_held = false;
+      send_ctrl(p, kAck);
+    }
+  }
   if (!ack_due_.empty()) {
     size_t keep = 0;
     for (PeerId id : ack_due_) {
@@ -780,25 +947,41 @@ bool EthDevice::peer_alive(PeerId peer) noexcept {
   if (peer >= peers_.size()) return false;
   Peer& p = peers_[peer];
   if (p.state == Peer::kUnreachable) return false;
-  if (p.reset) {
-    p.reset = false;
+  if (!cfg_.reliable || p.state != Peer::kUp) return true;
+  // Quiet peer: probe it, at doubling intervals (from one RTO up to
+  // RTO_MAX) however many operations ask; it is unreachable only after the
+  // dead time without a word from it.
+  uint64_t now = now_ns();
+  uint64_t silent = now - p.last_heard_ns;
+  if (silent > uint64_t(cfg_.dead_ms) * 1000000) {
+    declare_unreachable(p, "no answer to liveness probes for the dead time");
     return false;
   }
-  if (!cfg_.reliable || p.state != Peer::kUp) return true;
-  // Quiet peer: probe it, at most once per RTO_MAX however many operations
-  // ask; enough unanswered probes in a row make it unreachable.
-  uint64_t now = now_ns();
-  uint64_t interval = uint64_t(cfg_.rto_max_us) * 1000;
-  if (now - p.last_heard_ns > interval && now - p.probe_sent_ns >= interval) {
-    if (++p.probes > kMaxProbes) {
-      declare_unreachable(p, "no answer to liveness probes");
-      return false;
-    }
+  if (!p.probe_gap_ns) p.probe_gap_ns = p.rto_ns;
+  if (silent > p.probe_gap_ns && now - p.probe_sent_ns >= p.probe_gap_ns) {
     send_ctrl(p, kProbe);
     p.probe_sent_ns = now;
+    p.probe_gap_ns = std::min(p.probe_gap_ns * 2, uint64_t(cfg_.rto_max_us) * 1000);
     flush();
   }
   return true;
+}
+
+bool EthDevice::close_drained() noexcept {
+  if (!cfg_.reliable) return true;
+  uint64_t now = now_ns();
+  bool acked = true;
+  uint64_t linger = 0;
+  for (Peer& p : peers_) {
+    if (p.state != Peer::kUp) continue;
+    if (p.rx_since_ack || p.ack_deadline) send_ctrl(p, kAck);  // what arrived, acknowledged now
+    if (p.una != p.next_seq) acked = false;
+    linger = std::max(linger, 2 * p.rto_ns);
+  }
+  flush();
+  // Everything of ours acknowledged; then stay a little while frames still
+  // come (a peer that lost our last ACK resends, and is answered).
+  return acked && now - last_rx_ns_ >= std::min<uint64_t>(linger, 20000000);
 }
 
 std::string EthDevice::stats() const {
@@ -814,11 +997,14 @@ std::string EthDevice::stats() const {
   }
   snprintf(buf, sizeof buf,
            " drops: bad_len=%llu bad_version=%llu bad_job=%llu bad_ep=%llu bad_csum=%llu stale=%llu "
-           "injected=%llu tx_ring_full=%llu",
+           "injected=%llu tx_ring_full=%llu bad_mac=%llu replays=%llu held=%llu revived=%llu "
+           "resets=%llu auth=%d",
            (unsigned long long)st_.bad_len, (unsigned long long)st_.bad_version,
            (unsigned long long)st_.bad_job, (unsigned long long)st_.bad_ep, (unsigned long long)st_.bad_csum,
            (unsigned long long)st_.stale, (unsigned long long)st_.injected_drops,
-           (unsigned long long)st_.tx_full);
+           (unsigned long long)st_.tx_full, (unsigned long long)st_.bad_mac,
+           (unsigned long long)st_.replays, (unsigned long long)st_.held, (unsigned long long)st_.revived,
+           (unsigned long long)st_.resets, int(cfg_.auth));
   s += buf;
   for (const Peer& p : peers_) {
     snprintf(buf, sizeof buf,

@@ -21,6 +21,7 @@
 
 #include "base/unique_fd.hpp"
 #include "device.hpp"
+#include "eth_auth.hpp"
 #include "eth_wire.hpp"
 #include "wire/wire.hpp"
 
@@ -37,9 +38,17 @@ struct DeviceConfig {
   uint32_t rto_init_us = 2000;
   uint32_t rto_min_us = 200;
   uint32_t rto_max_us = 1000000;
-  uint32_t retries = 40;        // retransmissions of one frame before the peer is unreachable
+  uint32_t retries = 40;        // retransmissions of one frame before the peer may be unreachable
+  // A peer is declared unreachable only after this long without a frame
+  // from it (while frames or probes to it go unanswered): a slow peer
+  // answers eventually and is never declared dead for it.
+  uint32_t dead_ms = 60000;
   double drop_rate = 0;         // receive-side fault injection
   bool checksum = true;
+  // Frame authentication (eth_auth.hpp): every frame carries a MAC under
+  // `key`; frames without a valid one are dropped before any state exists.
+  bool auth = false;
+  AuthKey key;
 };
 
 class EthDevice final : public Device {
@@ -81,6 +90,7 @@ class EthDevice final : public Device {
   bool quiet() noexcept {
     for (const Rail& r : rails_)
       if (r.wire->rx_maybe()) return false;
+    if (!held_.empty()) return false;  // packets wait for room in the endpoint
     if (++idle_polls_ < kIdleClockPolls) {
       flush();
       return true;
@@ -89,10 +99,15 @@ class EthDevice final : public Device {
   }
   int poll_busy(PacketSink& sink, int budget) noexcept;
   void tick() noexcept override { idle_polls_ = kIdleClockPolls; }
+  // The session incarnation of a peer: bumped whenever its session is reset.
+  uint32_t incarnation(PeerId peer) const noexcept {
+    return peer < peers_.size() ? peers_[peer].incarnation : 0;
+  }
   // The clock and the timers: every so many empty polls, and on every poll
   // of the progress helper (tick()).
   static constexpr unsigned kIdleClockPolls = 16;
   bool peer_alive(PeerId peer) noexcept override;
+  bool close_drained() noexcept override;
   int wait_fd() const noexcept override { return rails_.size() == 1 ? rails_[0].wire->fd() : epfd_.get(); }
   void arm_wait(bool) noexcept override {}
   void drain_wait() noexcept override {}
@@ -117,7 +132,13 @@ class EthDevice final : public Device {
     bool name_known = false;      // host id learnt (AV insert or handshake)
     enum State : uint8_t { kNew, kHelloSent, kUp, kUnreachable } state = kNew;
     uint32_t epoch = 0;           // the peer's epoch, 0 until known
-    bool reset = false;           // restarted / unreachable: outstanding ops fail
+    uint32_t my_epoch = 0;        // ours in this session (new after unreachable)
+    uint32_t old_epochs[4] = {};  // the peer's earlier epochs: their HELLOs are replays
+    uint8_t old_next = 0;
+    bool rx_held = false;         // the endpoint had no room: delivery waits, window 0
+    uint64_t hello_start_ns = 0;  // first HELLO of this handshake
+    uint64_t persist_ns = 0;      // window 0 from the peer: next probe for its GO
+    uint64_t probe_gap_ns = 0;    // liveness probes: doubling interval
     // transmit side
     uint32_t next_seq = 1;        // next sequence number to use
     uint32_t una = 1;             // oldest unacknowledged
@@ -174,7 +195,11 @@ class EthDevice final : public Device {
   unsigned other_rail(const Peer& p, unsigned r) const;
   void rail_failover(Peer& p, unsigned r);
   void check_links(uint64_t now);
-  void reset_peer(Peer& p, bool fail_ops);
+  void reset_peer(PeerId id, PacketSink* sink);
+  void revive(PeerId id, uint64_t now, PacketSink& sink);
+  bool deliver_held(PeerId id, PacketSink& sink);
+  bool authentic(const uint8_t* f) const;
+  void sign(uint8_t* f) const;
   uint32_t now_us() const;
   void build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint16_t len);
   void seal(uint8_t* f, size_t len);
@@ -184,7 +209,7 @@ class EthDevice final : public Device {
   void retransmit(Peer& p, uint32_t seq, int rail = -1);
   void handle_frame(unsigned rail, const uint8_t* f, size_t len, PacketSink& sink, uint64_t now);
   void handle_ack(Peer& p, uint32_t ack, uint16_t window, uint32_t ts_echo, uint64_t now);
-  void deliver(PeerId id, const uint8_t* f, size_t len, PacketSink& sink);
+  bool deliver(PeerId id, const uint8_t* f, size_t len, PacketSink& sink);
   void run_timers(uint64_t now);
   void update_window(uint64_t now);
   void declare_unreachable(Peer& p, const char* why);
@@ -209,6 +234,8 @@ class EthDevice final : public Device {
   std::unordered_map<AddrKey, PeerId, AddrHash> by_addr_;
   std::vector<uint8_t> scratch_;
   std::vector<PeerId> ack_due_;   // peers owed an ACK (delayed-ACK timer)
+  std::vector<PeerId> held_;      // peers whose next frame waits for room
+  uint64_t last_rx_ns_ = 0;       // any frame (close lingers while they come)
   std::mt19937_64 rng_;
   uint64_t next_timer_ns_ = 0;
   uint64_t next_window_ns_ = 0;
@@ -218,7 +245,8 @@ class EthDevice final : public Device {
   uint16_t adv_window_ = 0;         // receive window offered to each peer
   struct Stats {
     uint64_t bad_len = 0, bad_version = 0, bad_job = 0, bad_ep = 0, bad_csum = 0, stale = 0,
-             injected_drops = 0, tx_full = 0;
+             injected_drops = 0, tx_full = 0, bad_mac = 0, replays = 0, held = 0, revived = 0,
+             resets = 0;
   } st_;
 };
 

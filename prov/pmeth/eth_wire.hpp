@@ -3,16 +3,19 @@
 // through le16/le32/le64 below, never by casting.
 //
 //  Ethernet: dst MAC (6) | src MAC (6) | EtherType (2, default 0x88B5)
-//  pmeth header (48 bytes):
+//  pmeth header (56 bytes):
 //   0 version   1 type    2 flags   3 reserved
-//   4 job key (u32)                       -- from the domain's auth_key
+//   4 job id (u32)                        -- one-way function of the job's key
 //   8 dst endpoint id (u32)  12 src endpoint id (u32)
 //  16 src epoch (u32)        20 dst epoch (u32, 0 = unknown)
 //  24 seq (u32)              28 ack (u32: every seq below it arrived)
 //  32 window (u16)           34 payload length (u16)
 //  36 timestamp (u32, µs)    40 timestamp echo (u32)
-//  44 checksum (u32: CRC32C of the header with this field 0, XOR a
-//     four-lane Fletcher sum of the payload; see frame_sum)
+//  44 checksum (u32: CRC32C of the header with this field and the MAC 0,
+//     XOR a four-lane Fletcher sum of the payload; see frame_sum)
+//  48 MAC (u64: SipHash-2-4 under the job's key of the 12 bytes of
+//     Ethernet addresses and header bytes 0..47; 0 when authentication is
+//     off; see eth_auth.hpp)
 //  DATA and DGRAM frames: then the 48-byte core packet header, then payload.
 //  NAK frames: then a 64-bit bitmap (bit i: seq ack+1+i arrived).
 #pragma once
@@ -25,10 +28,11 @@
 
 namespace pm::eth {
 
-constexpr uint8_t kWireVersion = 1;
+constexpr uint8_t kWireVersion = 2;
 constexpr uint16_t kDefaultEtherType = 0x88B5;
 constexpr size_t kEthHdr = 14;
-constexpr size_t kPmHdr = 48;
+constexpr size_t kPmHdr = 56;
+constexpr size_t kMacOff = 48;  // of the MAC inside the pmeth header
 constexpr size_t kCoreHdr = sizeof(PktHdr);
 constexpr size_t kFrameOverhead = kEthHdr + kPmHdr + kCoreHdr;  // before payload
 
@@ -70,6 +74,7 @@ struct FrameHdr {
   uint16_t len = 0;
   uint32_t ts = 0, ts_echo = 0;
   uint32_t csum = 0;
+  uint64_t mac = 0;
 };
 
 inline void encode_hdr(uint8_t* p, const FrameHdr& h) {
@@ -89,6 +94,7 @@ inline void encode_hdr(uint8_t* p, const FrameHdr& h) {
   put32(p + 36, h.ts);
   put32(p + 40, h.ts_echo);
   put32(p + 44, h.csum);
+  put64(p + 48, h.mac);
 }
 
 inline FrameHdr decode_hdr(const uint8_t* p) {
@@ -108,6 +114,7 @@ inline FrameHdr decode_hdr(const uint8_t* p) {
   h.ts = get32(p + 36);
   h.ts_echo = get32(p + 40);
   h.csum = get32(p + 44);
+  h.mac = get64(p + 48);
   return h;
 }
 
@@ -145,10 +152,10 @@ inline bool seq_le(uint32_t a, uint32_t b) { return int32_t(a - b) <= 0; }
 uint32_t crc32c(uint32_t crc, const void* data, size_t len);
 // The payload's part of the frame checksum (see eth_crc.cpp).
 uint32_t payload_sum(const void* data, size_t len);
-// Frame checksum: CRC32C of the 48-byte header (checksum field 0) XOR the
-// payload sum.
-inline uint32_t frame_sum(const uint8_t* hdr48, const uint8_t* payload, size_t len) {
-  return crc32c(0, hdr48, kPmHdr) ^ payload_sum(payload, len);
+// Frame checksum: CRC32C of the pmeth header (checksum and MAC fields 0)
+// XOR the payload sum.
+inline uint32_t frame_sum(const uint8_t* hdr, const uint8_t* payload, size_t len) {
+  return crc32c(0, hdr, kPmHdr) ^ payload_sum(payload, len);
 }
 
 // The endpoint name (fi_getname), 64 bytes (FI_NAME_MAX):

@@ -47,10 +47,24 @@ const ParamSpec kParams[] = {
     {"rto_min_us", T::kInt, "lower bound of the retransmission timeout", "200"},
     {"rto_max_us", T::kInt, "upper bound of the retransmission timeout (and of its backoff)", "1000000"},
     {"retries", T::kInt,
-     "retransmissions of a frame before the peer is declared unreachable; with manual progress a peer "
-     "answers only while it calls into libfabric, so the default budget (about 35 s) outlasts long "
-     "compute phases",
+     "retransmissions of a frame (with exponential backoff up to rto_max_us) before the peer may be "
+     "declared unreachable; it is declared so only when, in addition, nothing was heard from it for "
+     "dead_ms",
      "40"},
+    {"dead_ms", T::kInt,
+     "a peer is declared unreachable only after this long without any frame from it while frames or "
+     "probes to it go unanswered (a slow or stopped peer that answers later is never declared dead "
+     "before); an unreachable peer that is heard again gets a new session",
+     "60000"},
+    {"auth", T::kBool,
+     "authenticate every frame with a keyed MAC (SipHash-2-4) under the job's key, derived from "
+     "auth_key (hints, domain or endpoint attributes), else FI_PMETH_JOB_SECRET, else the launcher's "
+     "per-job secret (Open MPI's OMPI_MCA_orte_precondition_transports), else a well-known default key "
+     "(isolates jobs, protects nothing: info-level log). Frames without a valid MAC are dropped before "
+     "any state exists for their sender",
+     "1"},
+    {"job_secret", T::kString,
+     "the job's secret when no auth_key is given: every process of the job must have the same", ""},
     {"drop_rate", T::kString, "fault injection: probability (0..1) that a received frame is dropped", "0"},
     {"checksum", T::kBool, "CRC32C over every frame (raw frames bypass the UDP/TCP checksums)", "1"},
     {"rx_ring_kb", T::kSize, "AF_PACKET receive ring size per endpoint, KiB", "4096"},
@@ -123,10 +137,29 @@ Iface make_trunk(const std::vector<Iface>& rails) {
   return t;
 }
 
-uint32_t job_key(const fi_info& info) {
-  const fi_domain_attr* d = info.domain_attr;
-  if (!d || !d->auth_key || !d->auth_key_size) return 0;
-  return crc32c(0, d->auth_key, d->auth_key_size);
+// The job's key: from auth_key (endpoint attributes first, then the
+// domain's), else the job_secret knob, else a launcher's per-job secret,
+// else the default key. `where` says which, for the log.
+AuthKey job_auth_key(const fi_info& info, const char** where) {
+  if (info.ep_attr && info.ep_attr->auth_key && info.ep_attr->auth_key_size) {
+    *where = "the endpoint's auth_key";
+    return derive_key(info.ep_attr->auth_key, info.ep_attr->auth_key_size);
+  }
+  if (info.domain_attr && info.domain_attr->auth_key && info.domain_attr->auth_key_size) {
+    *where = "the domain's auth_key";
+    return derive_key(info.domain_attr->auth_key, info.domain_attr->auth_key_size);
+  }
+  std::string secret = g_params.get_string("job_secret");
+  if (!secret.empty()) {
+    *where = "FI_PMETH_JOB_SECRET";
+    return derive_key(secret.data(), secret.size());
+  }
+  if (const char* ompi = getenv("OMPI_MCA_orte_precondition_transports")) {
+    *where = "the Open MPI job's secret";
+    return derive_key(ompi, strlen(ompi));
+  }
+  *where = "the default key (no auth_key or job secret: jobs are kept apart, but not against an attacker)";
+  return derive_key(nullptr, 0);
 }
 
 class PmEth final : public ProviderDef {
@@ -252,7 +285,12 @@ class PmEth final : public ProviderDef {
     }
     DeviceConfig dc;
     dc.ethertype = wc.ethertype;
-    dc.job = job_key(info);
+    const char* key_from = "";
+    dc.key = job_auth_key(info, &key_from);
+    dc.job = job_id(dc.key);
+    dc.auth = g_params.get_bool("auth");
+    dc.dead_ms = uint32_t(std::max<int64_t>(g_params.get_int("dead_ms"), 0));
+    PM_INFO(FI_LOG_EP_CTRL, "frames %s; key from %s", dc.auth ? "authenticated" : "NOT authenticated", key_from);
     dc.host = this_host();
     dc.reliable = info.ep_attr->type == FI_EP_RDM;
     dc.window = uint32_t(g_params.get_size("window"));

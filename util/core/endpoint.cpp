@@ -49,6 +49,7 @@ Endpoint::Endpoint(Domain& dom, const fi_info& info, std::unique_ptr<Device> dev
   inject_size_ = std::min<size_t>(inject_size_, kMaxEagerMsg);
   unexp_cap_ = std::max<size_t>(g_params.get_size("unexp_cap_kb"), 1) * 1024;
   peer_timeout_ns_ = uint64_t(g_params.get_int("peer_timeout_ms")) * 1000000ull;
+  close_timeout_ns_ = uint64_t(std::max<int64_t>(g_params.get_int("close_timeout_ms"), 0)) * 1000000ull;
   source_ = (info.caps & FI_SOURCE) != 0;
   if (info.ep_attr && info.ep_attr->type == FI_EP_DGRAM) {
     dgram_ = true;
@@ -137,11 +138,15 @@ int Endpoint::enable() {
 }
 
 int Endpoint::close() {
-  // Give queued packets a bounded chance to leave before the device goes.
-  uint64_t deadline = now_ns() + 200000000ull;
-  while ((!active_peers_.empty() || !ctrl_.empty() || !acking_.empty() || !streams_.empty()) &&
-         now_ns() < deadline)
+  // Drain (bounded by close_timeout_ms): what is queued leaves, what
+  // arrived is acknowledged, and the device waits until the peers have
+  // acknowledged everything it sent, so the last message of an exchange is
+  // delivered and reported as sent on both sides.
+  uint64_t deadline = now_ns() + close_timeout_ns_;
+  while (now_ns() < deadline) {
     progress();
+    if (active_peers_.empty() && ctrl_.empty() && streams_.empty() && dev_->close_drained()) break;
+  }
   if (g_params.get_bool("stats")) {
     PM_WARN(FI_LOG_EP_CTRL,
             "endpoint: bad_packets=%llu unexp_bytes=%zu unexp_peak=%zu unexp_cap=%zu unexp_stalls=%llu",
@@ -252,6 +257,7 @@ void Endpoint::progress() {
     for (auto& a : atomics) {
       RxPacket raw{a.peer, &a.hdr, a.payload.data(), a.payload.size()};
       CheckedPacket pk;
+      limits_.max_payload = dev_->max_payload(a.peer);
       if (!check_packet(raw, limits_, &pk)) on_atomic(pk);  // checked before; a copy of it
     }
   }
@@ -270,6 +276,7 @@ void Endpoint::progress() {
 // handler of the op. Returns false when the packet must wait (no room).
 bool Endpoint::on_packet(const RxPacket& pkt) noexcept {
   CheckedPacket pk;
+  limits_.max_payload = dev_->max_payload(pkt.peer);  // per peer (composite: its device's)
   if (const char* why = check_packet(pkt, limits_, &pk)) {
     drop(pkt.peer, why);
     return true;
@@ -294,6 +301,16 @@ bool Endpoint::on_packet(const RxPacket& pkt) noexcept {
     // running out: the packet waits and is offered again.
     PM_WARN(FI_LOG_EP_DATA, "out of memory handling a packet of %zu bytes; retried later", pk.len());
     return false;
+  }
+}
+
+// The device reset the session with `peer` (it restarted, or was given up
+// and came back): what was under way with it belongs to the old session.
+void Endpoint::on_peer_reset(PeerId peer) noexcept {
+  PM_INFO(FI_LOG_EP_DATA, "session with %s reset: its outstanding operations fail", peer_str(peer).c_str());
+  try {
+    fail_peer_ops(peer, FI_ECONNRESET);
+  } catch (...) {
   }
 }
 

@@ -123,6 +123,7 @@ class Endpoint final : public PacketSink {
   // progress (lock held)
   void progress();
   bool on_packet(const RxPacket& pkt) noexcept override;
+  void on_peer_reset(PeerId peer) noexcept override;
 
   Device& device() { return *dev_; }
   Domain& domain() { return dom_; }
@@ -216,6 +217,7 @@ class Endpoint final : public PacketSink {
   size_t rndv_threshold_;
   size_t min_multi_recv_ = 64;
   uint64_t peer_timeout_ns_;
+  uint64_t close_timeout_ns_;
   uint64_t av_gen_seen_ = 0;
   uint64_t last_timer_ns_ = 0;
   unsigned poll_count_ = 0;

@@ -191,6 +191,10 @@ const ParamSpec kCoreParams[] = {
      "1"},
     {"progress_interval_us", T::kInt, "how long the application must be idle before the helper runs progress",
      "1000"},
+    {"close_timeout_ms", T::kInt,
+     "fi_close of an endpoint waits at most this long for its peers to acknowledge what it sent (and "
+     "acknowledges what it received), so the last message of an exchange is not lost",
+     "5000"},
     {"stats", T::kBool, "print per-endpoint (and per-peer) statistics at close, at FI_LOG_LEVEL=warn", "0"},
 };
 }  // namespace
