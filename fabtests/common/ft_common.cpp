@@ -61,23 +61,6 @@ std::vector<int> parse_cpus(const char* s) {
     return out;
 }
 
-// Comma-separated environment list; unset or empty: no entries.
-std::vector<std::string> env_list(const char* name) {
-    std::vector<std::string> out;
-    const char* v = std::getenv(name);
-    if (!v || !*v) return out;
-    for (const char* p = v;; ++p) {
-        const char* end = std::strchr(p, ',');
-        out.emplace_back(p, end ? (size_t)(end - p) : std::strlen(p));
-        if (out.back().empty() || out.back().find('/') != std::string::npos) {
-            std::fprintf(stderr, "bad %s '%s' (comma-separated names)\n", name, v);
-            std::exit(2);
-        }
-        if (!end) break;
-        p = end;
-    }
-    return out;
-}
 
 size_t parse_size(const char* s) {
     char* end = nullptr;
@@ -105,6 +88,24 @@ void vprint(FILE* f, const char* fmt, va_list ap) {
     std::fflush(f);
 }
 }  // namespace
+
+// Comma-separated environment list; unset or empty: no entries.
+std::vector<std::string> env_list(const char* name) {
+    std::vector<std::string> out;
+    const char* v = std::getenv(name);
+    if (!v || !*v) return out;
+    for (const char* p = v;; ++p) {
+        const char* end = std::strchr(p, ',');
+        out.emplace_back(p, end ? (size_t)(end - p) : std::strlen(p));
+        if (out.back().empty() || out.back().find('/') != std::string::npos) {
+            std::fprintf(stderr, "bad %s '%s' (comma-separated names)\n", name, v);
+            std::exit(2);
+        }
+        if (!end) break;
+        p = end;
+    }
+    return out;
+}
 
 void parse_options(int argc, char** argv) {
     const char* slash = std::strrchr(argv[0], '/');

@@ -32,6 +32,8 @@ extern Options g_opt;
 
 // Parse the common command line. Exits with usage on error.
 void parse_options(int argc, char** argv);
+// A comma-separated environment list (unset or empty: none).
+std::vector<std::string> env_list(const char* name);
 
 // --------------------------------------------------------------- failures
 // A failed check throws Failure; the launcher turns it into exit code 1.

@@ -1,9 +1,12 @@
 // pmfabric fabtests: endpoint setup, CQ stash, bounded waits, name exchange.
 #include "ft_fabric.h"
+#include "ft_proc.h"
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cinttypes>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 
@@ -18,6 +21,16 @@ fi_info* make_hints(const EpConfig& cfg) {
     hints->domain_attr->mr_mode = cfg.mr_mode;
     if (cfg.thread_safe || g_opt.thread_safe) hints->domain_attr->threading = FI_THREAD_SAFE;
     hints->fabric_attr->prov_name = strdup(g_opt.prov.c_str());
+    // FT_AUTH_KEY=k0,k1,..: rank i asks for auth_key k_i in its hints (the
+    // job's key, given where an application gives it).
+    std::vector<std::string> keys = env_list("FT_AUTH_KEY");
+    if (!keys.empty()) {
+        const std::string& k = keys[std::min<size_t>((size_t)rank(), keys.size() - 1)];
+        hints->domain_attr->auth_key = (uint8_t*)malloc(k.size());
+        FT_CHECK(hints->domain_attr->auth_key, "malloc");
+        memcpy(hints->domain_attr->auth_key, k.data(), k.size());
+        hints->domain_attr->auth_key_size = k.size();
+    }
     return hints;
 }
 

@@ -181,8 +181,8 @@ bool Endpoint::unexp_room(size_t bytes) {
   if (unexp_bytes_ == 0 || bytes <= unexp_cap_ - std::min(unexp_bytes_, unexp_cap_)) return true;
   if (!unexp_full_) {
     unexp_full_ = true;
-    unexp_stalls_++;
-    PM_WARN(FI_LOG_EP_DATA,
+    if (unexp_stalls_++ == 0)  // once; the count is in the statistics
+      PM_WARN(FI_LOG_EP_DATA,
             "unexpected messages hold %zu bytes, the cap (unexp_cap_kb): senders wait until receives "
             "are posted",
             unexp_bytes_);

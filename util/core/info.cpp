@@ -1,6 +1,7 @@
 // fi_getinfo for every provider of this tree: the provider supplies its
 // templates; this file checks the hints against them, says at info level why
 // a template does not fit, and shapes the returned fi_info after the hints.
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -80,6 +81,17 @@ std::string mismatch(const fi_info& t, const fi_info& h, uint32_t version) {
   return "";
 }
 
+// A copy of an auth_key (the core frees fi_info members with free()).
+void copy_key(uint8_t** dst, size_t* dst_size, const uint8_t* key, size_t size) {
+  if (!key || !size) return;
+  auto* k = static_cast<uint8_t*>(malloc(size));
+  if (!k) return;
+  memcpy(k, key, size);
+  free(*dst);
+  *dst = k;
+  *dst_size = size;
+}
+
 // Shapes a copy of the template after the hints.
 void apply_hints(fi_info& o, const fi_info& h, uint32_t version) {
   constexpr uint64_t kComm = FI_LOCAL_COMM | FI_REMOTE_COMM;
@@ -95,11 +107,16 @@ void apply_hints(fi_info& o, const fi_info& h, uint32_t version) {
     if (d->threading != FI_THREAD_UNSPEC) o.domain_attr->threading = d->threading;
     if (d->av_type != FI_AV_UNSPEC) o.domain_attr->av_type = d->av_type;
     if (d->resource_mgmt != FI_RM_UNSPEC) o.domain_attr->resource_mgmt = d->resource_mgmt;
+    // The job's key, as given: it isolates (and, on pmeth, authenticates)
+    // the job, so it travels on to fi_domain / fi_endpoint.
+    copy_key(&o.domain_attr->auth_key, &o.domain_attr->auth_key_size, d->auth_key, d->auth_key_size);
     if (version < FI_VERSION(1, 5) || d->mr_mode == FI_MR_BASIC || d->mr_mode == FI_MR_SCALABLE)
       o.domain_attr->mr_mode = d->mr_mode == FI_MR_BASIC ? FI_MR_BASIC : FI_MR_SCALABLE;
     else
       o.domain_attr->mr_mode = d->mr_mode & kMrModeAccepted;
   }
+  if (h.ep_attr && o.ep_attr)
+    copy_key(&o.ep_attr->auth_key, &o.ep_attr->auth_key_size, h.ep_attr->auth_key, h.ep_attr->auth_key_size);
   if (h.tx_attr) {
     o.tx_attr->op_flags = h.tx_attr->op_flags;
     if (h.tx_attr->size) o.tx_attr->size = h.tx_attr->size;

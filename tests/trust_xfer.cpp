@@ -1,0 +1,205 @@
+// Sessions you can trust, end to end between two processes:
+//  overload  a ping-pong of verified messages (8 B to 64 KiB + 3) goes on
+//            while a helper process of rank 0 stops both ranks with SIGSTOP
+//            for 10 s, and later rank 1 alone for 10 s; the session must go
+//            on with no error (a live but slow peer is never declared dead).
+//  flood     rank 0 sends 16 Ki messages of 4 KiB that rank 1 has not asked
+//            for; rank 1's unexpected-message memory is capped (the test
+//            sets FI_<PROV>_UNEXP_CAP_KB=4096): its RSS must stay bounded
+//            while it progresses for 4 s, the sender must wait (STOP/GO), and
+//            when rank 1 posts its receives every message arrives, in order,
+//            byte for byte. The statistics must show the cap was reached and
+//            never exceeded by more than one message.
+//  auth      run with FT_AUTH_KEY=<k0>,<k1> (the key given in fi_getinfo
+//            hints): equal keys talk; different keys must not: rank 0's
+//            send fails with an error completion and rank 1 gets nothing.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <deque>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "ep_stats.hpp"
+#include "ft_xfer.h"
+
+using namespace ft;
+
+namespace {
+
+constexpr double kLong = 60;  // completions may wait out a 10 s stop
+
+long rss_kb() {
+    FILE* f = std::fopen("/proc/self/status", "r");
+    FT_CHECK(f, "cannot read /proc/self/status");
+    char line[256];
+    long kb = -1;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "VmRSS: %ld kB", &kb) == 1) break;
+    std::fclose(f);
+    FT_CHECK(kb > 0, "no VmRSS in /proc/self/status");
+    return kb;
+}
+
+unsigned long long stat_of(const std::string& text, const char* key) {
+    std::smatch m;
+    std::regex re(std::string(key) + "=([0-9]+)");
+    FT_CHECK(std::regex_search(text, m, re), "no %s in the statistics:\n%s", key, text.c_str());
+    return std::stoull(m[1]);
+}
+
+// Stops `pids` at `at_s` (seconds from now) for `for_s`, in a child that
+// does nothing else (no libfabric after fork: sleep, kill, exit).
+pid_t stopper(std::vector<std::pair<double, std::vector<pid_t>>> plan, double for_s) {
+    pid_t c = fork();
+    FT_CHECK(c >= 0, "fork: %s", std::strerror(errno));
+    if (c) return c;
+    double t = 0;
+    for (auto& [at, pids] : plan) {
+        usleep(useconds_t((at - t) * 1e6));
+        for (pid_t p : pids) kill(p, SIGSTOP);
+        usleep(useconds_t(for_s * 1e6));
+        for (pid_t p : pids) kill(p, SIGCONT);
+        t = at + for_s;
+    }
+    _exit(0);
+}
+
+void case_overload() {
+    auto ep = std::make_unique<Endpoint>();
+    auto addr = connect_all(*ep);
+    const size_t sizes[] = {8, 4096, 65536 + 3};
+    const int n = 1800;  // ~10 ms apart: longer than the stops' plan
+    pid_t child = 0;
+    if (rank() == 0)
+        child = stopper({{2.0, {getpid(), peer_pid(1)}}, {15.0, {peer_pid(1)}}}, 10.0);
+    double t0 = now_s();
+    for (int i = 0; i < n; ++i) {
+        size_t len = sizes[i % 3];
+        uint64_t tag = 0x5100 + (uint64_t)i;
+        if (rank() == 0) {
+            auto r = post_recv(*ep, len, true, tag, 0, addr[1]);
+            auto s = post_send(*ep, addr[1], len, 100 + (uint32_t)i, true, tag);
+            complete_send(*ep, *s, kLong);
+            complete_recv(*ep, *r, {.len = len, .seed = 9000 + (uint32_t)i, .tag = tag}, kLong);
+            double until = now_s() + 0.01;
+            while (now_s() < until) ep->progress();
+        } else {
+            auto r = post_recv(*ep, len, true, tag, 0, addr[0]);
+            complete_recv(*ep, *r, {.len = len, .seed = 100 + (uint32_t)i, .tag = tag}, kLong);
+            auto s = post_send(*ep, addr[0], len, 9000 + (uint32_t)i, true, tag);
+            complete_send(*ep, *s, kLong);
+        }
+    }
+    if (rank() == 0) {
+        int st = 0;
+        FT_CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                 "the stopper process failed (status %d)", st);
+    }
+    barrier([&] { ep->progress(); });
+    std::printf("rank %d: %d round trips verified in %.1f s across two 10 s SIGSTOPs, no error\n", rank(), n,
+                now_s() - t0);
+}
+
+void case_flood() {
+    auto ep = std::make_unique<Endpoint>();
+    auto addr = connect_all(*ep);
+    const int n = 16384;
+    const size_t len = 4096;
+    const long cap_kb = 4096;
+    if (rank() == 0) {
+        std::deque<XferPtr> sends;
+        for (int i = 0; i < n; ++i) {
+            sends.push_back(post_send(*ep, addr[1], len, 700 + (uint32_t)i, true, 0x3000 + (uint64_t)i));
+            // Reap completions as they come (the sends are held back by the
+            // receiver's STOP while it has no room).
+            ep->progress();
+            while (sends.size() > 64) {
+                auto c = ep->take_ctx(&sends.front()->ctx);
+                if (!c) break;
+                FT_CHECK(!c->is_err, "send %d failed: %s", i, describe(*c).c_str());
+                sends.pop_front();
+            }
+        }
+        for (auto& s : sends) complete_send(*ep, *s, kLong);
+        barrier([&] { ep->progress(); });
+    } else {
+        long before = rss_kb();
+        double until = now_s() + 4;
+        while (now_s() < until) ep->progress();  // take what the cap allows
+        long grown = rss_kb() - before;
+        std::printf("rank 1: RSS grew by %ld KiB while %d x %zu B (%.0f MiB) were sent unasked, cap %ld KiB\n", grown,
+                    n, len, n * len / 1048576.0, cap_kb);
+        FT_CHECK(grown < cap_kb + 8192, "RSS grew by %ld KiB: the %ld KiB cap did not hold", grown, cap_kb);
+        for (int i = 0; i < n; ++i) {
+            uint64_t tag = 0x3000 + (uint64_t)i;
+            auto r = post_recv(*ep, len, true, tag, 0, addr[0]);
+            complete_recv(*ep, *r, {.len = len, .seed = 700 + (uint32_t)i, .tag = tag}, kLong);
+        }
+        ep->expect_quiet(0.3, "receiver CQ after the flood (a message delivered twice?)");
+        barrier([&] { ep->progress(); });
+    }
+    std::string s = close_and_read_stats(ep);
+    if (rank() == 1) {
+        unsigned long long peak = stat_of(s, "unexp_peak"), stalls = stat_of(s, "unexp_stalls");
+        FT_CHECK(stalls >= 1, "the cap was never reached (unexp_stalls=0): the test did not test it");
+        FT_CHECK(peak <= (unsigned long long)cap_kb * 1024 + len + 1024,
+                 "unexpected memory peaked at %llu B, over the cap", peak);
+        std::printf("rank 1: all %d messages arrived in order, intact; unexpected bytes peaked at %llu (cap %ld), "
+                    "the cap stopped the sender %llu time(s)\n", n, peak, cap_kb * 1024, stalls);
+    }
+}
+
+void case_auth() {
+    const char* keys = std::getenv("FT_AUTH_KEY");
+    FT_CHECK(keys && std::strchr(keys, ','), "run with FT_AUTH_KEY=<k0>,<k1>");
+    std::string k(keys);
+    size_t comma = k.find(',');
+    bool same = k.substr(0, comma) == k.substr(comma + 1);
+    auto ep = std::make_unique<Endpoint>();
+    // The key asked for in the hints is the one fi_getinfo returns.
+    std::string mine = rank() == 0 ? k.substr(0, comma) : k.substr(comma + 1);
+    FT_CHECK(ep->info->domain_attr->auth_key_size == mine.size() &&
+                 std::memcmp(ep->info->domain_attr->auth_key, mine.data(), mine.size()) == 0,
+             "fi_getinfo did not return the auth_key given in the hints");
+    auto addr = connect_all(*ep);
+    if (same) {
+        if (rank() == 0) {
+            auto s = post_send(*ep, addr[1], 1000, 42, true, 0x99);
+            complete_send(*ep, *s, kLong);
+        } else {
+            auto r = post_recv(*ep, 1000, true, 0x99, 0, addr[0]);
+            complete_recv(*ep, *r, {.len = 1000, .seed = 42, .tag = 0x99}, kLong);
+        }
+        barrier([&] { ep->progress(); });
+        std::printf("rank %d: same key: the message went through\n", rank());
+        return;
+    }
+    if (rank() == 0) {
+        std::string what = send_expect_failure(*ep, addr[1], 1000, kLong);
+        std::printf("rank 0: other key: %s\n", what.c_str());
+        barrier([&] { ep->progress(); });
+    } else {
+        auto r = post_recv(*ep, 1000, true, 0xBAD, 0, FI_ADDR_UNSPEC);
+        barrier([&] { ep->progress(); });
+        ep->expect_quiet(0.2, "a receiver whose sender has another key");
+        std::printf("rank 1: other key: nothing arrived\n");
+    }
+    std::string s = close_and_read_stats(ep);
+    if (rank() == 1) {
+        FT_CHECK(stat_of(s, "bad_job") + stat_of(s, "bad_mac") >= 1,
+                 "rank 1 never saw the other job's frames (were they sent?)");
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return run_main(argc, argv, {{"overload", 2, case_overload}, {"flood", 2, case_flood}, {"auth", 2, case_auth}});
+}
