@@ -1785,3 +1785,83 @@ Test(eth, trunk_silent_rail_is_taken_out_and_back) {
   check_stream(N, lens);
   cr_assert_gt(rail_stat(*g_a, 1, "tx_frames"), tx1 + 100, "rail 1 not taken back");
 }
+
+// --- 10. authenticated frames, STOP/GO ---------------------------------------
+
+namespace {
+DeviceConfig auth_config(const char* secret) {
+  DeviceConfig cfg = config();
+  cfg.auth = true;
+  cfg.key = pm::eth::derive_key(secret, strlen(secret));
+  cfg.job = kJob;  // the same job id: only the key tells the jobs apart
+  return cfg;
+}
+}  // namespace
+
+// The published SipHash-2-4 test vector (key 00..0f, message 00..0e).
+Test(eth, siphash_matches_the_reference_vector) {
+  pm::eth::AuthKey k{0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull};
+  uint8_t m[15];
+  for (int i = 0; i < 15; i++) m[i] = uint8_t(i);
+  cr_assert_eq(pm::eth::siphash24(k, m, sizeof m), 0xa129ca6149be45e5ull);
+  cr_assert_neq(pm::eth::job_id(pm::eth::derive_key("a", 1)), pm::eth::job_id(pm::eth::derive_key("b", 1)));
+}
+
+// Same job id, same key: a session. A member with another key (or anyone
+// forging frames) gets nothing through, and B keeps no state for it.
+Test(eth, frames_without_the_key_are_dropped_before_any_state) {
+  g_a = open_dev(1, auth_config("job-secret"));
+  g_b = open_dev(2, auth_config("job-secret"));
+  PeerId to_b = resolve(*g_a, *g_b);
+  for (uint64_t i = 0; i < 20; i++) send_blocking(*g_a, to_b, i, 100 + i);
+  cr_assert(pump([&] { return g_rb.got.size() == 20; }));
+  PeerId from_a = resolve(*g_b, *g_a);
+  for (uint64_t i = 0; i < 20; i++) check_pkt(g_rb.got[i], from_a, i, 100 + i);
+  cr_assert_eq(dev_stat(*g_b, "bad_mac"), 0u);
+
+  // An intruder that knows the job id, names and epochs (they travel in
+  // clear) but not the key: its HELLO and DATA frames are dropped.
+  g_c = open_dev(3, auth_config("guessed"));
+  PeerId c_to_b = resolve(*g_c, *g_b);
+  int rc = send_pkt(*g_c, c_to_b, 500, 10);
+  cr_assert_eq(rc, -FI_EAGAIN);  // handshaking
+  pump_for(0.1);
+  cr_assert_gt(dev_stat(*g_b, "bad_mac"), 0u);
+  cr_assert_not(has_peer_line(*g_b, 3), "B keeps state for an unauthenticated sender:\n%s", g_b->stats().c_str());
+  cr_assert_eq(g_rb.got.size(), 20u);
+  cr_assert_eq(g_rb.resets.size(), 0u);
+  // The genuine session goes on.
+  send_blocking(*g_a, to_b, 21, 50);
+  cr_assert(pump([&] { return g_rb.got.size() == 21; }));
+  check_pkt(g_rb.got[20], from_a, 21, 50);
+}
+
+// The receiver has room for 5 packets: the rest wait at the receiver's
+// device (unacknowledged, window 0 = STOP) and the sender stops; longer
+// than dead_ms, without the peer being declared dead. When there is room
+// again (GO) everything arrives, once and in order.
+Test(eth, receiver_without_room_stops_the_sender_and_loses_nothing) {
+  g_a = open_dev(1);
+  g_b = open_dev(2);
+  PeerId to_b = resolve(*g_a, *g_b);
+  g_rb.room = 5;
+  const uint64_t N = 60;
+  uint64_t sent = 0;
+  pump([&] { return false; }, 1.0, [&] {  // 1 s: over twice dead_ms
+    while (sent < N && send_pkt(*g_a, to_b, sent, 200) == 0) sent++;
+  });
+  cr_assert_eq(g_rb.got.size(), 5u);
+  cr_assert_lt(sent, N, "the sender never stopped");
+  cr_assert_gt(dev_stat(*g_b, "held"), 0u);
+  cr_assert(g_a->peer_alive(to_b), "a stopped receiver was declared dead:\n%s", g_a->stats().c_str());
+  cr_assert_neq(g_a->tx_state(to_b, 1), -FI_EHOSTUNREACH);
+  g_rb.room = SIZE_MAX;
+  cr_assert(pump([&] { return g_rb.got.size() == N; }, 5, [&] {
+    while (sent < N && send_pkt(*g_a, to_b, sent, 200) == 0) sent++;
+  }), "%zu of %llu arrived after GO\n%s\n%s", g_rb.got.size(), (unsigned long long)N, g_a->stats().c_str(),
+            g_b->stats().c_str());
+  PeerId from_a = resolve(*g_b, *g_a);
+  for (uint64_t i = 0; i < N; i++) check_pkt(g_rb.got[i], from_a, i, 200);
+  pump_for(0.05);
+  cr_assert_eq(g_rb.got.size(), N);  // no duplicates
+}
