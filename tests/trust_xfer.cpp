@@ -10,10 +10,25 @@
 //            when rank 1 posts its receives every message arrives, in order,
 //            byte for byte. The statistics must show the cap was reached and
 //            never exceeded by more than one message.
+//  inject    three ranks between two namespaces: 0 | 1, 2. While 0 and 1
+//            ping-pong verified messages, rank 2 (no libfabric traffic) sits
+//            on rank 1's interface with a raw socket, captures the pair's
+//            frames and sends at rank 0: exact replays, replays with a byte
+//            flipped, forged frames posing as rank 1 (sequence numbers ahead,
+//            a HELLO with a new epoch) without the key, other jobs' frames
+//            and random bytes. Every payload must still arrive exactly once,
+//            no session may be reset, and rank 0's statistics must show the
+//            forgeries dropped.
 //  auth      run with FT_AUTH_KEY=<k0>,<k1> (the key given in fi_getinfo
 //            hints): equal keys talk; different keys must not: rank 0's
 //            send fails with an error completion and rank 1 gets nothing.
+#include <arpa/inet.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -156,6 +171,124 @@ void case_flood() {
     }
 }
 
+// Rank 2's work in case_inject: a raw socket on the interface it shares
+// with rank 1; frames of EtherType 0x88B5 it sees (rank 1's going out, rank
+// 0's coming in) are the material; what it sends goes to rank 0.
+void inject_for(double secs, const std::vector<uint8_t>& victim_name) {
+    const char* ifc = std::getenv("FI_PMETH_IFACE");
+    FT_CHECK(ifc && *ifc, "no FI_PMETH_IFACE for the injector");
+    int fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
+    FT_CHECK(fd >= 0, "raw socket: %s (needs CAP_NET_RAW)", std::strerror(errno));
+    sockaddr_ll sll{};
+    sll.sll_family = AF_PACKET;
+    sll.sll_protocol = htons(ETH_P_ALL);
+    sll.sll_ifindex = (int)if_nametoindex(ifc);
+    FT_CHECK(sll.sll_ifindex > 0 && bind(fd, (sockaddr*)&sll, sizeof sll) == 0, "bind to %s: %s", ifc,
+             std::strerror(errno));
+    // The victim's MAC (rail 0 of its name, offset 40) addresses what we send.
+    const uint8_t* vmac = victim_name.data() + 40;
+    uint32_t rnd = 12345;
+    auto next = [&] { return rnd = rnd * 1103515245u + 12345u; };
+    unsigned long long seen = 0, sent = 0;
+    std::vector<uint8_t> f(2048);
+    double end = now_s() + secs;
+    while (now_s() < end) {
+        pollfd pfd{fd, POLLIN, 0};
+        if (poll(&pfd, 1, 10) <= 0) continue;
+        sockaddr_ll from{};
+        socklen_t fl = sizeof from;
+        ssize_t n = recvfrom(fd, f.data(), f.size(), MSG_DONTWAIT, (sockaddr*)&from, &fl);
+        if (n < 14 + 56 || f[12] != 0x88 || f[13] != 0xB5) continue;
+        seen++;
+        std::vector<std::vector<uint8_t>> out;
+        std::vector<uint8_t> g(f.begin(), f.begin() + n);
+        std::memcpy(g.data(), vmac, 6);  // whatever it was, now at rank 0
+        out.push_back(g);                                   // an exact replay
+        auto flip = g;
+        flip[14 + 56 + (next() % (size_t)(n - 14 - 56 > 0 ? n - 14 - 56 : 1))] ^= 0x40;
+        out.push_back(flip);                                // altered in flight
+        auto ahead = g;
+        uint32_t seq = ahead[14 + 24] | ahead[14 + 25] << 8 | ahead[14 + 26] << 16 | (uint32_t)ahead[14 + 27] << 24;
+        seq += 1 + next() % 8;
+        for (int b = 0; b < 4; b++) ahead[14 + 24 + b] = uint8_t(seq >> (8 * b));
+        out.push_back(ahead);                               // hijack: sequence ahead
+        auto hello = g;
+        hello[14 + 1] = 4;                                  // HELLO
+        for (int b = 0; b < 4; b++) hello[14 + 16 + b] = uint8_t(next());  // a "new epoch"
+        out.push_back(hello);
+        auto foreign = g;
+        foreign[14 + 4] ^= 0x5a;                            // another job
+        out.push_back(foreign);
+        std::vector<uint8_t> junk((size_t)(60 + next() % 1400));
+        for (auto& b : junk) b = uint8_t(next());
+        std::memcpy(junk.data(), vmac, 6);
+        junk[12] = 0x88;
+        junk[13] = 0xB5;
+        junk[14] = 2;                                       // right version, random rest
+        out.push_back(junk);
+        for (auto& o : out) {
+            sockaddr_ll to{};
+            to.sll_family = AF_PACKET;
+            to.sll_ifindex = sll.sll_ifindex;
+            to.sll_halen = 6;
+            std::memcpy(to.sll_addr, vmac, 6);
+            if (sendto(fd, o.data(), o.size(), 0, (sockaddr*)&to, sizeof to) == (ssize_t)o.size()) sent++;
+        }
+    }
+    close(fd);
+    std::printf("rank 2: saw %llu pmeth frames, sent %llu hostile ones at rank 0\n", seen, sent);
+    FT_CHECK(seen > 100 && sent > 100, "the injector saw %llu frames and sent %llu: it did not test anything", seen,
+             sent);
+}
+
+void case_inject() {
+    auto ep = std::make_unique<Endpoint>();
+    auto names = exchange_names(*ep);
+    std::vector<fi_addr_t> addr(3, FI_ADDR_NOTAVAIL);
+    if (rank() < 2) {
+        int other = 1 - rank();
+        addr[(size_t)other] = ep->insert(names[(size_t)other]);
+    }
+    const size_t sizes[] = {8, 4096, 65536 + 3};
+    const int n = 1500;
+    if (rank() == 2) {
+        barrier([&] { ep->progress(); });
+        inject_for(5.0, names[0]);
+        barrier([&] { ep->progress(); });
+        return;
+    }
+    barrier([&] { ep->progress(); });
+    for (int i = 0; i < n; ++i) {
+        size_t len = sizes[i % 3];
+        uint64_t tag = 0x6100 + (uint64_t)i;
+        int other = 1 - rank();
+        if (rank() == 0) {
+            auto r = post_recv(*ep, len, true, tag, 0, addr[1]);
+            auto s = post_send(*ep, addr[1], len, 300 + (uint32_t)i, true, tag);
+            complete_send(*ep, *s, kLong);
+            complete_recv(*ep, *r, {.len = len, .seed = 5000 + (uint32_t)i, .tag = tag}, kLong);
+            double until = now_s() + 0.003;
+            while (now_s() < until) ep->progress();
+        } else {
+            auto r = post_recv(*ep, len, true, tag, 0, addr[(size_t)other]);
+            complete_recv(*ep, *r, {.len = len, .seed = 300 + (uint32_t)i, .tag = tag}, kLong);
+            auto s = post_send(*ep, addr[(size_t)other], len, 5000 + (uint32_t)i, true, tag);
+            complete_send(*ep, *s, kLong);
+        }
+    }
+    ep->expect_quiet(0.3, "after the exchange (a message delivered twice?)");
+    barrier([&] { ep->progress(); });
+    std::string s = close_and_read_stats(ep);
+    if (rank() == 0) {
+        unsigned long long mac = stat_of(s, "bad_mac"), job = stat_of(s, "bad_job"), resets = stat_of(s, "resets");
+        FT_CHECK(mac > 0 && job > 0, "rank 0 saw no forged frames (bad_mac=%llu bad_job=%llu)", mac, job);
+        FT_CHECK(resets == 0, "a forged frame reset the session (resets=%llu)", resets);
+        std::printf("rank 0: %d round trips verified; dropped bad_mac=%llu bad_job=%llu bad_len=%llu "
+                    "bad_version=%llu, sessions reset: 0\n", n, mac, job, stat_of(s, "bad_len"),
+                    stat_of(s, "bad_version"));
+    }
+}
+
 void case_auth() {
     const char* keys = std::getenv("FT_AUTH_KEY");
     FT_CHECK(keys && std::strchr(keys, ','), "run with FT_AUTH_KEY=<k0>,<k1>");
@@ -201,5 +334,6 @@ void case_auth() {
 }  // namespace
 
 int main(int argc, char** argv) {
-    return run_main(argc, argv, {{"overload", 2, case_overload}, {"flood", 2, case_flood}, {"auth", 2, case_auth}});
+    return run_main(argc, argv, {{"overload", 2, case_overload}, {"flood", 2, case_flood},
+                                 {"inject", 3, case_inject}, {"auth", 2, case_auth}});
 }

@@ -162,7 +162,14 @@ int Endpoint::close() {
   if (av_) av_->refs--;
   dom_.remove_ep(this);
   for (bool t : {true, false})
-    while (Unexp* u = matcher_.unexpected(t).pop_front()) delete u;
+    while (Unexp* u = matcher_.unexpected(t).pop_front()) {
+      for (auto& [k, a] : assemblies_)
+        if (a.unexp == u) a.unexp = nullptr;
+      delete u;
+    }
+  // Discarded messages still arriving are in no list: their assembly owns them.
+  for (auto& [k, a] : assemblies_) delete a.unexp;
+  assemblies_.clear();
   return 0;
 }
 
