@@ -700,20 +700,23 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
   switch (h.type) {
   case kData: {
     uint32_t W = cfg_.window;
+    // The endpoint has no room: the next frame waits here, unacknowledged,
+    // and the peer is told to STOP (window 0) until there is room.
+    auto stop = [&] {
+      Peer& q = peers_[id];
+      q.rx_held = true;
+      held_.push_back(id);
+      st_.held++;
+      send_ctrl(q, kAck);
+    };
     if (h.seq == p.expected && !p.rx_held) {
       p.last_ts = h.ts;
       p.gap_since_ns = 0;
       if (!deliver(id, body, h.len, sink)) {
-        // The endpoint has no room: the frame waits here, unacknowledged,
-        // and the peer is told to STOP (window 0) until there is room.
-        Peer& q = peers_[id];
-        RxSlot& r = q.reorder[h.seq % W];
+        RxSlot& r = peers_[id].reorder[h.seq % W];
         r.frame.assign(f, f + kBodyOff + h.len);
         r.present = true;
-        q.rx_held = true;
-        held_.push_back(id);
-        st_.held++;
-        send_ctrl(q, kAck);
+        stop();
         break;
       }
       Peer& q0 = peers_[id];
@@ -721,11 +724,7 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
       q0.expected++;
       // Frames that arrived early and are now in order.
       if (!deliver_held(id, sink)) {
-        Peer& q = peers_[id];
-        q.rx_held = true;
-        held_.push_back(id);
-        st_.held++;
-        send_ctrl(q, kAck);
+        stop();
         break;
       }
       Peer& q = peers_[id];

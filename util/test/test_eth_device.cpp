@@ -937,7 +937,8 @@ Test(eth, idle_peer_is_probed_and_a_dead_one_is_found) {
   double waited = double(pm::now_ns() - t0) / 1e9;
   cr_assert(waited >= 0.39 && waited < 3.0, "declared unreachable after %.3f s of silence", waited);
   uint64_t probes = peer_stat(*g_a, 2, "tx_frames") - (tx0 + 3);
-  cr_assert(probes >= 3 && probes < 20, "%llu probes to the dead peer", (unsigned long long)probes);
+  cr_assert(probes >= 3 && probes <= 100, "%llu probes to the dead peer (doubling gaps, at most rto_max apart)",
+            (unsigned long long)probes);
   cr_assert_not(g_a->peer_alive(to_b));
   cr_assert_eq(send_pkt(*g_a, to_b, 1, 10), -FI_EHOSTUNREACH);
 }
