@@ -49,7 +49,7 @@ Endpoint::Endpoint(const EpConfig& c) : cfg(c) {
         FT_CALL(fi_cq_open(domain, &cq_attr, &cq, nullptr));
         FT_CALL(fi_endpoint(domain, info, &ep, nullptr));
         FT_CALL(fi_ep_bind(ep, &av->fid, 0));
-        FT_CALL(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+        FT_CALL(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV | cfg.cq_bind_flags));
         if (cfg.before_enable) cfg.before_enable(*this);
         FT_CALL(fi_enable(ep));
     } catch (const Failure&) {

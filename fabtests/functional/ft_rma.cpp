@@ -353,6 +353,105 @@ void case_inject_write() {
     barrier([&] { ep.progress(); });
 }
 
+// ------------------------------------------------------------ inject_flag
+// fi_writemsg and fi_atomicmsg with the FI_INJECT operation flag: the source
+// is the caller's again when the call returns, and the operation completes
+// once with its context (only fi_inject_write / fi_inject_atomic write no
+// completion, fi_rma(3), fi_atomic(3)). The target checks every byte.
+void case_inject_flag() {
+    Endpoint ep(one_sided_config(kMrVirt));
+    auto addr = connect_all(ep);
+    const size_t inj = ep.info->tx_attr->inject_size;
+    FT_CHECK(inj >= 8, "inject_size %zu < 8", inj);
+    enum Kind { kWritemsg, kAtomicmsg, kInjectAtomic };
+    struct Step {
+        Kind kind;
+        size_t len;  // bytes (writes) or the operand (atomics)
+        const char* what;
+    };
+    const std::vector<Step> steps = {{kWritemsg, 8, "fi_writemsg(FI_INJECT) of 8 B"},
+                                     {kWritemsg, inj, "fi_writemsg(FI_INJECT) of inject_size"},
+                                     {kAtomicmsg, 5, "fi_atomicmsg(FI_INJECT, SUM, UINT64)"},
+                                     {kInjectAtomic, 7, "fi_inject_atomic(SUM, UINT64)"}};
+    const uint64_t base = 1000;
+    if (rank() == kTarget) {
+        TargetBuf tb(inj);
+        Region r(ep, tb.mem.data(), tb.mem.size(), FI_REMOTE_WRITE, 0x4104);
+        send_remote(kInit, r.remote());
+        uint32_t seed = 1300;
+        uint64_t want = base;
+        for (const Step& st : steps) {
+            ++seed;
+            tb.reset();
+            if (st.kind != kWritemsg) std::memcpy(tb.data(), &want, sizeof want);
+            signal_peer(kInit, kReady);
+            wait_signal_progress(ep, kInit, kLanded);
+            if (st.kind == kWritemsg) {
+                wait_landed(ep, tb.data(), st.len, seed, st.what);
+                tb.check_guards(st.len, st.what);
+            } else {
+                uint64_t expect = want + st.len;
+                wait_bytes(ep, tb.data(), &expect, sizeof expect, st.what);
+                tb.check_guards(sizeof expect, st.what);
+                want = expect;
+            }
+        }
+    } else {
+        RemoteMr rm = recv_remote(ep, kTarget);
+        std::vector<uint8_t> src(inj);
+        uint32_t seed = 1300;
+        for (const Step& st : steps) {
+            ++seed;
+            wait_signal_progress(ep, kTarget, kReady);
+            OpCtx ctx;
+            const uint64_t raddr = rm.at(TargetBuf::kGuard);
+            if (st.kind == kWritemsg) {
+                fill(src.data(), st.len, seed);
+                iovec iov{src.data(), st.len};
+                fi_rma_iov riov{raddr, st.len, rm.key};
+                fi_msg_rma m{};
+                m.msg_iov = &iov;
+                m.iov_count = 1;
+                m.addr = addr[kTarget];
+                m.rma_iov = &riov;
+                m.rma_iov_count = 1;
+                m.context = &ctx.fctx;
+                ep.post(st.what, [&] { return fi_writemsg(ep.ep, &m, FI_INJECT); });
+            } else {
+                uint64_t operand = st.len;
+                std::memcpy(src.data(), &operand, sizeof operand);
+                fi_ioc ioc{src.data(), 1};
+                fi_rma_ioc rioc{raddr, 1, rm.key};
+                fi_msg_atomic m{};
+                m.msg_iov = &ioc;
+                m.iov_count = 1;
+                m.addr = addr[kTarget];
+                m.rma_iov = &rioc;
+                m.rma_iov_count = 1;
+                m.datatype = FI_UINT64;
+                m.op = FI_SUM;
+                m.context = &ctx.fctx;
+                ep.post(st.what, [&] {
+                    return st.kind == kAtomicmsg
+                               ? fi_atomicmsg(ep.ep, &m, FI_INJECT)
+                               : fi_inject_atomic(ep.ep, src.data(), 1, addr[kTarget], raddr, rm.key, FI_UINT64,
+                                                  FI_SUM);
+                });
+            }
+            std::memset(src.data(), 0xEE, src.size());  // the buffer is ours again
+            if (st.kind != kInjectAtomic) {
+                Comp c = ep.expect_ok(&ctx, st.what);
+                expect_flags(c, (st.kind == kWritemsg ? FI_RMA : FI_ATOMIC) | FI_WRITE, st.what);
+            }
+            std::string quiet = std::string(st.what) + ": no further completion";
+            ep.expect_quiet(0.05, quiet.c_str());
+            signal_peer(kTarget, kLanded);
+        }
+        ep.expect_quiet(0.2, "initiator CQ after fi_inject_atomic");
+    }
+    barrier([&] { ep.progress(); });
+}
+
 // --------------------------------------------------------------- refusals
 // Target memory for the refusal cases: a registered region of kRegion bytes
 // with unregistered guard memory around it (large enough that an access
@@ -744,6 +843,7 @@ int main(int argc, char** argv) {
                         {"read_offset", 2, [] { run_read(kMrOffset); }},
                         {"writedata", 2, case_writedata},
                         {"inject_write", 2, case_inject_write},
+                        {"inject_flag", 2, case_inject_flag},
                         {"refuse_key", 2, case_refuse_key},
                         {"refuse_range", 2, [] { run_refuse_range(kMrVirt); }},
                         {"refuse_range_offset", 2, [] { run_refuse_range(kMrOffset); }},
