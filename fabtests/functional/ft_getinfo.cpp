@@ -111,7 +111,7 @@ void case_enodata() {
     }
     const uint64_t impossible[] = {FI_RMA, FI_ATOMIC, FI_TRIGGER, FI_NAMED_RX_CTX, FI_COLLECTIVE, FI_VARIABLE_MSG};
     for (uint64_t cap : impossible) {
-        if (adv & cap) continue;
+        if (!cap || (adv & cap)) continue;  // FI_VARIABLE_MSG is 0 since libfabric 1.21
         InfoList l;
         query(l, [&](fi_info* h) { h->caps |= cap; });
         std::string what = "unadvertised cap " + flags_str(cap);
