@@ -286,7 +286,8 @@ bool Endpoint::on_atomic(const CheckedPacket& pk) {
   if (!st) st = dom_.mr_check(h.tag, h.offset, count * sz, access, &va, &mr);
   TxOp* resp = nullptr;
   if (fetch && !st) {
-    resp = alloc_tx();
+    // Behind fetches already waiting, so fetches run in order (ATOMIC_RAR).
+    resp = pending_atomics_.empty() ? alloc_tx() : nullptr;
     if (!resp) {  // FI_RM_ENABLED: retried once a tx op frees up, not failed
       if (pending_atomics_.size() >= kMaxPendingTargetOps) return false;  // waits in the device
       const uint8_t* p = static_cast<const uint8_t*>(payload);
