@@ -35,6 +35,7 @@ class Cq {
   ~Cq();
   fid_cq* fid() { return &box_.fid; }
   static Cq* from(fid_cq* f) { return self_of<Cq>(f); }
+  Domain& domain() { return dom_; }
 
   // Called by endpoints under the domain lock.
   void push(const Completion& c) { q_.push_back(c); }

@@ -87,6 +87,7 @@ int Endpoint::bind(struct fid* bfid, uint64_t flags) {
   }
   case FI_CLASS_CQ: {
     Cq* cq = self_of_fid<Cq, fid_cq>(bfid);
+    if (&cq->domain() != &dom_) return -FI_EINVAL;  // its lock would not guard us
     if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) return -FI_EBADFLAGS;
     if (flags & FI_TRANSMIT) {
       if (tx_cq_) return -FI_EINVAL;
