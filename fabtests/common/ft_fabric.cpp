@@ -37,6 +37,7 @@ Endpoint::Endpoint(const EpConfig& c) : cfg(c) {
         own = fi_dupinfo(own);
         fi_freeinfo(info);
         info = own;
+        info->caps &= ~cfg.clear_caps;
         FT_CALL(fi_fabric(info->fabric_attr, &fabric, nullptr));
         FT_CALL(fi_domain(fabric, info, &domain, nullptr));
         fi_av_attr av_attr{};
