@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <string>
 #include <vector>
 
 #include <rdma/fi_eq.h>
@@ -39,6 +40,9 @@ class Cq {
 
   // Called by endpoints under the domain lock.
   void push(const Completion& c) { q_.push_back(c); }
+  // An FI_EADDRNOTAVAIL entry (FI_SOURCE_ERR) and the sender's name, which
+  // fi_cq_readerr returns as err_data.
+  void push_source_err(const Completion& c, const void* name, size_t len);
   void bind_ep(Endpoint* ep);
   void unbind_ep(Endpoint* ep);
 
@@ -62,6 +66,8 @@ class Cq {
   size_t entry_size_;
   uint64_t spin_ns_;
   std::deque<Completion> q_;
+  std::deque<std::string> names_;  // err_data of the FI_EADDRNOTAVAIL entries in q_, in order
+  std::string err_data_;           // provider-owned err_data of the last fi_cq_readerr
   std::vector<Endpoint*> eps_;
   UniqueFd epfd_;
   UniqueFd sigfd_;   // eventfd for fi_cq_signal

@@ -191,7 +191,7 @@ class Endpoint final : public PacketSink {
   void finish_recv(RecvOp* r, size_t base, size_t msg_len, size_t copied, const PktHdr& h,
                    PeerId peer);
   void complete_recv_err(RecvOp* r, int err, size_t len);
-  void rematch_held();
+  void write_rx(const Completion& c, PeerId peer);
   ssize_t peek(const RecvOp& want);
   void discard(Unexp* u);
   void free_recv(RecvOp* r);
@@ -223,7 +223,7 @@ class Endpoint final : public PacketSink {
   Cntr* rwrite_cntr_ = nullptr;
   bool enabled_ = false;
   bool selective_tx_ = false, selective_rx_ = false;
-  bool source_ = false;      // FI_SOURCE: hold messages from unknown peers
+  bool source_err_ = false;  // FI_SOURCE_ERR: unknown senders' names in error entries
   bool dgram_ = false;       // FI_EP_DGRAM: one packet per message, unreliable
   uint64_t tx_op_flags_ = 0, rx_op_flags_ = 0;
   size_t inject_size_;
@@ -231,7 +231,6 @@ class Endpoint final : public PacketSink {
   size_t min_multi_recv_ = 64;
   uint64_t peer_timeout_ns_;
   uint64_t close_timeout_ns_;
-  uint64_t av_gen_seen_ = 0;
   uint64_t last_timer_ns_ = 0;
   unsigned poll_count_ = 0;
 

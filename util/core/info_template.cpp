@@ -36,7 +36,8 @@ fi_info* make_template(const TemplateDesc& d) {
   if (!i) return nullptr;
   uint64_t prim = FI_MSG | (d.tagged ? FI_TAGGED : 0);
   uint64_t tx = prim | FI_SEND;
-  uint64_t rx = prim | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | (d.multi_recv ? FI_MULTI_RECV : 0);
+  uint64_t rx = prim | FI_RECV | FI_SOURCE | FI_SOURCE_ERR | FI_DIRECTED_RECV |
+                (d.multi_recv ? FI_MULTI_RECV : 0);
   if (d.one_sided) {
     tx |= FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE;
     rx |= FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT;
