@@ -426,12 +426,14 @@ ssize_t Endpoint::cancel(void* context) {
   Completion c{context, FI_RECV | (r->tagged ? FI_TAGGED : FI_MSG), 0, nullptr, 0, 0,
                FI_ADDR_NOTAVAIL, FI_ECANCELED, 0};
   if (r->flags & FI_MULTI_RECV) {
-    c.flags |= FI_MULTI_RECV;
     r->retired = true;
-    if (r->inflight) {  // placed messages still arriving: the last one releases it
+    // Messages placed in it still arriving: the buffer is not released yet
+    // (fi_cq(3)), so no FI_MULTI_RECV here; the last of them carries it.
+    if (r->inflight) {
       write_cq(rx_cq_, c);
       return 0;
     }
+    c.flags |= FI_MULTI_RECV;
   }
   write_cq(rx_cq_, c);
   free_recv(r);
