@@ -116,6 +116,7 @@ ssize_t Cq::read_locked(void* buf, size_t count, fi_addr_t* src) {
     q_.pop_front();
     n++;
   }
+  head_seq_ += n;
   return ssize_t(n);
 }
 
@@ -125,7 +126,7 @@ ssize_t Cq::read(void* buf, size_t count, fi_addr_t* src) {
 }
 
 void Cq::push_source_err(const Completion& c, const void* name, size_t len) {
-  names_.emplace_back(static_cast<const char*>(name), len);
+  names_.emplace_back(head_seq_ + q_.size(), std::string(static_cast<const char*>(name), len));
   q_.push_back(c);
 }
 
@@ -140,8 +141,8 @@ ssize_t Cq::readerr(fi_cq_err_entry* buf, uint64_t flags) {
   // otherwise err_data points to a provider buffer valid until the next
   // fi_cq_readerr. Releases before 1.5 have no err_data_size field.
   bool api15 = dom_.fabric.api_version() >= FI_VERSION(1, 5);
-  if (c.err == FI_EADDRNOTAVAIL && !names_.empty()) {
-    std::string name = std::move(names_.front());
+  if (!names_.empty() && names_.front().first == head_seq_) {
+    std::string name = std::move(names_.front().second);
     names_.pop_front();
     if (api15 && buf->err_data_size > 0 && buf->err_data) {
       size_t n = std::min(buf->err_data_size, name.size());
@@ -165,6 +166,7 @@ ssize_t Cq::readerr(fi_cq_err_entry* buf, uint64_t flags) {
   buf->err = c.err;
   buf->prov_errno = -c.err;
   q_.pop_front();
+  head_seq_++;
   return 1;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <rdma/fi_eq.h>
@@ -66,7 +67,8 @@ class Cq {
   size_t entry_size_;
   uint64_t spin_ns_;
   std::deque<Completion> q_;
-  std::deque<std::string> names_;  // err_data of the FI_EADDRNOTAVAIL entries in q_, in order
+  uint64_t head_seq_ = 0;          // entries popped so far: the number of q_.front()
+  std::deque<std::pair<uint64_t, std::string>> names_;  // err_data: (number of its entry, name)
   std::string err_data_;           // provider-owned err_data of the last fi_cq_readerr
   std::vector<Endpoint*> eps_;
   UniqueFd epfd_;
