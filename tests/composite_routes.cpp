@@ -5,6 +5,11 @@
 // segmented, rendezvous) with both, verified byte for byte; then each rank
 // reads its own endpoint statistics (FI_PMETH_STATS=1, logged at close) and
 // checks which device carried its traffic: 0<->1 shared memory, 0<->2 Ethernet.
+//
+// comm_caps (two ranks on one host, on lo): FI_LOCAL_COMM and FI_REMOTE_COMM
+// are secondary capabilities (fi_getinfo(3)), so an endpoint opened with an
+// fi_info that names neither still reaches a same-host peer through shared
+// memory; one that names FI_REMOTE_COMM alone goes through Ethernet.
 
 #include <cstdio>
 #include <cstdlib>
@@ -87,6 +92,61 @@ void case_routes() {
                 eth_peer ? "yes" : "no");
 }
 
+void case_comm_caps() {
+    struct Variant {
+        const char* what;
+        uint64_t clear;
+        bool shm;
+    };
+    const Variant variants[] = {{"caps naming neither comm bit", FI_LOCAL_COMM | FI_REMOTE_COMM, true},
+                                {"caps with FI_REMOTE_COMM only", FI_LOCAL_COMM, false},
+                                {"caps with both comm bits", 0, true}};
+    uint32_t seed = 900;
+    for (const Variant& v : variants) {
+        EpConfig cfg;
+        cfg.clear_caps = v.clear;
+        auto ep = std::make_unique<Endpoint>(cfg);
+        const uint64_t comm = FI_LOCAL_COMM | FI_REMOTE_COMM;
+        FT_CHECK((ep->info->caps & comm) == (comm & ~v.clear), "%s: endpoint opened with caps %s", v.what,
+                 flags_str(ep->info->caps).c_str());
+        auto addr = connect_all(*ep);
+        for (size_t size : {(size_t)8, (size_t)65536 + 3}) {
+            for (int dir = 0; dir < 2; ++dir, ++seed) {
+                int receiver = dir, sender = 1 - dir;
+                if (rank() == receiver) {
+                    auto r = post_recv(*ep, size, true, seed);
+                    signal_peer(sender, kReady);
+                    complete_recv(*ep, *r, {.len = size, .seed = seed, .tag = seed});
+                } else {
+                    wait_signal(receiver, kReady);
+                    auto s = post_send(*ep, addr[(size_t)receiver], size, seed, true, seed);
+                    complete_send(*ep, *s);
+                }
+            }
+        }
+        barrier([&] { ep->progress(); });
+        std::string s = close_and_read_stats(ep);
+        if (v.shm) {
+            FT_CHECK(s.find("composite: 1 peers through shared memory, 0 through Ethernet") != std::string::npos,
+                     "%s: the same-host peer is not reached through shared memory:\n%s", v.what, s.c_str());
+            size_t eth_at = s.find("\n eth: ");
+            FT_CHECK(eth_at != std::string::npos, "no Ethernet statistics:\n%s", s.c_str());
+            std::string shm = s.substr(0, eth_at);
+            FT_CHECK(field(shm, "tx_pkts") > 0 && field(shm, "rx_pkts") > 0, "%s: no shared-memory traffic:\n%s",
+                     v.what, s.c_str());
+        } else {
+            FT_CHECK(s.find("composite:") == std::string::npos, "%s: composite device opened:\n%s", v.what,
+                     s.c_str());
+            FT_CHECK(s.find("\n  peer ") != std::string::npos && field(s, "tx_frames") > 0,
+                     "%s: no Ethernet traffic:\n%s", v.what, s.c_str());
+        }
+        std::printf("rank %d: %s: %s\n", rank(), v.what, v.shm ? "shared memory" : "Ethernet");
+        barrier();
+    }
+}
+
 }  // namespace
 
-int main(int argc, char** argv) { return run_main(argc, argv, {{"routes", 3, case_routes}}); }
+int main(int argc, char** argv) {
+    return run_main(argc, argv, {{"routes", 3, case_routes}, {"comm_caps", 2, case_comm_caps}});
+}

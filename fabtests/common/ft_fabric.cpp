@@ -50,6 +50,7 @@ Endpoint::Endpoint(const EpConfig& c) : cfg(c) {
         own = fi_dupinfo(own);
         fi_freeinfo(info);
         info = own;
+        info->caps &= ~cfg.clear_caps;
         FT_CALL(fi_fabric(info->fabric_attr, &fabric, nullptr));
         FT_CALL(fi_domain(fabric, info, &domain, nullptr));
         fi_av_attr av_attr{};
@@ -62,7 +63,7 @@ Endpoint::Endpoint(const EpConfig& c) : cfg(c) {
         FT_CALL(fi_cq_open(domain, &cq_attr, &cq, nullptr));
         FT_CALL(fi_endpoint(domain, info, &ep, nullptr));
         FT_CALL(fi_ep_bind(ep, &av->fid, 0));
-        FT_CALL(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+        FT_CALL(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV | cfg.cq_bind_flags));
         if (cfg.before_enable) cfg.before_enable(*this);
         FT_CALL(fi_enable(ep));
     } catch (const Failure&) {
@@ -327,7 +328,8 @@ std::string flags_str(uint64_t f) {
                  {FI_MORE, "FI_MORE"},         {FI_PEEK, "FI_PEEK"},
                  {FI_TRIGGER, "FI_TRIGGER"},   {FI_FENCE, "FI_FENCE"},
                  {FI_COMPLETION, "FI_COMPLETION"}, {FI_INJECT, "FI_INJECT"},
-                 {FI_SOURCE, "FI_SOURCE"},     {FI_DIRECTED_RECV, "FI_DIRECTED_RECV"},
+                 {FI_SOURCE, "FI_SOURCE"},     {FI_SOURCE_ERR, "FI_SOURCE_ERR"},
+                 {FI_DIRECTED_RECV, "FI_DIRECTED_RECV"},
                  {FI_CLAIM, "FI_CLAIM"},       {FI_DISCARD, "FI_DISCARD"},
                  {FI_RMA_EVENT, "FI_RMA_EVENT"}, {FI_HMEM, "FI_HMEM"},
                  {FI_NAMED_RX_CTX, "FI_NAMED_RX_CTX"}, {FI_SHARED_AV, "FI_SHARED_AV"},

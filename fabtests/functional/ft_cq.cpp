@@ -253,6 +253,40 @@ void case_wait_fd() {
     barrier();
 }
 
+// fi_ep_bind refuses a CQ (and an AV) opened on another domain with
+// -FI_EINVAL, as fi_endpoint(3) requires for objects of a different domain;
+// the same endpoint then binds its own domain's CQ and AV and enables.
+void case_other_domain() {
+    Endpoint ep;
+    fid_domain* dom2 = nullptr;
+    fid_cq *cq2 = nullptr, *cq1 = nullptr;
+    fid_av* av2 = nullptr;
+    fid_ep* ep2 = nullptr;
+    FT_CALL(fi_domain(ep.fabric, ep.info, &dom2, nullptr));
+    fi_cq_attr cq_attr{};
+    cq_attr.format = FI_CQ_FORMAT_TAGGED;
+    FT_CALL(fi_cq_open(dom2, &cq_attr, &cq2, nullptr));
+    FT_CALL(fi_cq_open(ep.domain, &cq_attr, &cq1, nullptr));
+    fi_av_attr av_attr{};
+    av_attr.type = FI_AV_TABLE;
+    FT_CALL(fi_av_open(dom2, &av_attr, &av2, nullptr));
+    FT_CALL(fi_endpoint(ep.domain, ep.info, &ep2, nullptr));
+    int rc = fi_ep_bind(ep2, &cq2->fid, FI_TRANSMIT | FI_RECV);
+    FT_EQ(rc, -FI_EINVAL, "fi_ep_bind of a CQ from another domain");
+    rc = fi_ep_bind(ep2, &cq2->fid, FI_TRANSMIT);
+    FT_EQ(rc, -FI_EINVAL, "fi_ep_bind of a CQ from another domain (FI_TRANSMIT only)");
+    rc = fi_ep_bind(ep2, &av2->fid, 0);
+    FT_EQ(rc, -FI_EINVAL, "fi_ep_bind of an AV from another domain");
+    FT_CALL(fi_ep_bind(ep2, &ep.av->fid, 0));
+    FT_CALL(fi_ep_bind(ep2, &cq1->fid, FI_TRANSMIT | FI_RECV));
+    FT_CALL(fi_enable(ep2));
+    FT_CALL(fi_close(&ep2->fid));
+    FT_CALL(fi_close(&av2->fid));
+    FT_CALL(fi_close(&cq1->fid));
+    FT_CALL(fi_close(&cq2->fid));
+    FT_CALL(fi_close(&dom2->fid));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -265,5 +299,6 @@ int main(int argc, char** argv) {
                         {"sread_timeout", 2, case_sread_timeout},
                         {"sread_wake", 2, case_sread_wake},
                         {"wait_fd", 2, case_wait_fd},
+                        {"other_domain", 1, case_other_domain},
                     });
 }

@@ -1,6 +1,7 @@
 // Untagged messaging: fi_send/sendv/sendmsg/inject/senddata/injectdata and
 // fi_recv/recvv/recvmsg across the size ladder, verified byte for byte.
 #include <cinttypes>
+#include <cstring>
 
 #include "ft_xfer.h"
 
@@ -211,6 +212,89 @@ void run_op_case(Op op) {
     barrier();
 }
 
+
+// fi_sendmsg / fi_tsendmsg with the FI_INJECT operation flag: the buffer is
+// the caller's again when the call returns, and the send still completes,
+// exactly once, with its context (fi_msg(3), fi_tagged(3): only fi_inject
+// and fi_tinject write no completion). With FI_SELECTIVE_COMPLETION on the
+// sender, FI_INJECT|FI_COMPLETION completes and FI_INJECT alone does not.
+// fi_inject / fi_tinject never complete. Every payload is checked.
+enum class InjectVia { kMsgFlag, kMsgFlagSilent, kInjectCall };
+
+void run_inject_flag(bool selective) {
+    EpConfig cfg;
+    if (selective && rank() == kClient) cfg.cq_bind_flags = FI_SELECTIVE_COMPLETION;
+    Endpoint ep(cfg);
+    auto addr = connect_all(ep);
+    const size_t inj = ep.info->tx_attr->inject_size;
+    FT_CHECK(inj >= 64, "inject_size %zu too small to test", inj);
+    struct Step {
+        bool tagged;
+        size_t size;
+        InjectVia via;
+    };
+    std::vector<Step> steps;
+    for (bool tagged : {false, true}) {
+        for (size_t size : {(size_t)0, (size_t)1, (size_t)64, inj}) {
+            steps.push_back({tagged, size, InjectVia::kMsgFlag});
+            if (selective) steps.push_back({tagged, size, InjectVia::kMsgFlagSilent});
+        }
+        steps.push_back({tagged, 64, InjectVia::kInjectCall});
+    }
+    uint32_t seed = 1500;
+    for (const Step& st : steps) {
+        ++seed;
+        const uint64_t tag = 0x1A0000u + seed;
+        char what[128];
+        std::snprintf(what, sizeof what, "%s of %s%s", st.via == InjectVia::kInjectCall
+                          ? (st.tagged ? "fi_tinject" : "fi_inject")
+                          : (st.tagged ? "fi_tsendmsg(FI_INJECT" : "fi_sendmsg(FI_INJECT"),
+                      human_size(st.size).c_str(),
+                      st.via == InjectVia::kInjectCall ? ""
+                      : st.via == InjectVia::kMsgFlagSilent ? ") without FI_COMPLETION"
+                      : selective ? "|FI_COMPLETION)" : ")");
+        if (rank() == kServer) {
+            auto r = post_recv(ep, st.size, st.tagged, tag);
+            signal_peer(kClient, kReady);
+            RecvExpect e{.len = st.size, .seed = seed};
+            if (st.tagged) e.tag = tag;
+            complete_recv(ep, *r, e);
+            signal_peer(kClient, kReady);
+            continue;
+        }
+        std::vector<uint8_t> buf = make_buf(st.size);
+        fill(buf.data(), st.size, seed);
+        wait_signal(kServer, kReady);
+        OpCtx ctx;
+        iovec iov{buf.data(), st.size};
+        if (st.via == InjectVia::kInjectCall) {
+            ep.post(what, [&] {
+                return st.tagged ? fi_tinject(ep.ep, buf.data(), st.size, addr[kServer], tag)
+                                 : fi_inject(ep.ep, buf.data(), st.size, addr[kServer]);
+            });
+        } else {
+            const uint64_t flags = FI_INJECT | (selective && st.via == InjectVia::kMsgFlag ? FI_COMPLETION : 0);
+            fi_msg m{};
+            fi_msg_tagged tm{};
+            m.msg_iov = tm.msg_iov = &iov;
+            m.iov_count = tm.iov_count = 1;
+            m.addr = tm.addr = addr[kServer];
+            m.context = tm.context = &ctx.fctx;
+            tm.tag = tag;
+            ep.post(what, [&] { return st.tagged ? fi_tsendmsg(ep.ep, &tm, flags) : fi_sendmsg(ep.ep, &m, flags); });
+        }
+        std::memset(buf.data(), 0xEE, buf.size());  // the buffer is ours again
+        wait_signal_progress(ep, kServer, kReady);
+        if (st.via == InjectVia::kMsgFlag) {
+            Comp c = ep.expect_ok(&ctx, what);
+            expect_flags(c, FI_SEND | (st.tagged ? FI_TAGGED : FI_MSG), what);
+        }
+        std::string quiet = std::string(what) + ": no further completion";
+        ep.expect_quiet(0.05, quiet.c_str());
+    }
+    barrier();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -222,5 +306,7 @@ int main(int argc, char** argv) {
                         {"senddata", 2, [] { run_op_case(Op::kSendData); }},
                         {"inject", 2, [] { run_op_case(Op::kInject); }},
                         {"injectdata", 2, [] { run_op_case(Op::kInjectData); }},
+                        {"sendmsg_inject", 2, [] { run_inject_flag(false); }},
+                        {"sendmsg_inject_selective", 2, [] { run_inject_flag(true); }},
                     });
 }

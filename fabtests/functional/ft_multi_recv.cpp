@@ -11,7 +11,7 @@ using namespace ft;
 namespace {
 
 constexpr int kServer = 0, kClient = 1;
-constexpr uint32_t kReady = 0x30001u;
+constexpr uint32_t kReady = 0x30001u, kSent = 0x30002u;
 constexpr size_t kBufLen = 16384, kMinFree = 1024, kMsgLen = 1000;
 constexpr int kMsgs = 24;  // more than one buffer can hold
 
@@ -113,6 +113,80 @@ void case_basic() {
     barrier([&] { ep.progress(); });
 }
 
+// fi_cancel of a multi-recv buffer while a message placed in it may still be
+// arriving: a 4 MiB (rendezvous) message waits unexpected (found by
+// FI_PEEK), a multi-recv buffer takes it, and is cancelled right away.
+// FI_MULTI_RECV means the provider has released the buffer (fi_cq(3)), so
+// exactly one entry of the buffer carries it, the last: the cancel's
+// FI_ECANCELED entry when the message was complete at cancel time (single
+// copy), else the message's, once its data is all in (streamed).
+void case_cancel_inflight() {
+    EpConfig cfg;
+    cfg.caps = FI_MSG | FI_MULTI_RECV;
+    Endpoint ep(cfg);
+    auto addr = connect_all(ep);
+    constexpr size_t kLen = 4u << 20;
+    constexpr uint32_t kSeed = 31;
+    if (rank() == kClient) {
+        auto s = post_send(ep, addr[kServer], kLen, kSeed, false);
+        signal_peer(kServer, kSent);
+        complete_send(ep, *s, 30.0);
+        barrier([&] { ep.progress(); });
+        return;
+    }
+    wait_signal_progress(ep, kClient, kSent);
+    const double deadline = now_s() + kWait;
+    for (;;) {  // until the message waits unexpected
+        OpCtx pctx;
+        fi_msg pm{};
+        pm.addr = FI_ADDR_UNSPEC;
+        pm.context = &pctx.fctx;
+        ep.post("fi_recvmsg(FI_PEEK)", [&] { return fi_recvmsg(ep.ep, &pm, FI_PEEK); });
+        Comp c = ep.wait_ctx(&pctx, "FI_PEEK for the 4 MiB message");
+        if (!c.is_err) {
+            FT_EQ(c.len, kLen, "FI_PEEK length");
+            break;
+        }
+        FT_CHECK(c.err == FI_ENOMSG, "FI_PEEK: %s", describe(c).c_str());
+        FT_CHECK(now_s() < deadline, "the message never showed up to FI_PEEK");
+        sleep_ms(1);
+    }
+    std::vector<uint8_t> mem(2 * kLen);
+    OpCtx ctx;
+    iovec iov{mem.data(), mem.size()};
+    fi_msg m{};
+    m.msg_iov = &iov;
+    m.iov_count = 1;
+    m.addr = FI_ADDR_UNSPEC;
+    m.context = &ctx.fctx;
+    ep.post("fi_recvmsg(FI_MULTI_RECV)", [&] { return fi_recvmsg(ep.ep, &m, FI_MULTI_RECV); });
+    FT_CALL(fi_cancel(&ep.ep->fid, &ctx.fctx));
+    std::vector<Comp> got;
+    while (got.empty() || !(got.back().flags & FI_MULTI_RECV)) {
+        FT_CHECK(got.size() < 2, "a third entry for the buffer, or none with FI_MULTI_RECV after two");
+        got.push_back(ep.wait_ctx(&ctx, "entries of the cancelled multi-recv buffer", 30.0));
+    }
+    ep.expect_quiet(0.2, "nothing after the entry carrying FI_MULTI_RECV");
+    FT_EQ(got.size(), 2, "entries for the buffer (the message and the cancel)");
+    const Comp* msg = nullptr;
+    const Comp* cancel = nullptr;
+    for (const Comp& c : got) (c.is_err ? cancel : msg) = &c;
+    FT_CHECK(msg && cancel, "expected one message and one cancel entry: %s, %s", describe(got[0]).c_str(),
+             describe(got[1]).c_str());
+    FT_EQ(cancel->err, FI_ECANCELED, "the cancel entry's err");
+    FT_CHECK(!(got[0].flags & FI_MULTI_RECV), "FI_MULTI_RECV on the first entry (%s), but another followed",
+             describe(got[0]).c_str());
+    expect_flags(*msg, FI_RECV | FI_MSG, "message placed in the multi-recv buffer");
+    FT_EQ(msg->len, kLen, "length of the placed message");
+    FT_CHECK(msg->buf == mem.data(), "the message landed at %p, not at the buffer's start %p", msg->buf,
+             (void*)mem.data());
+    check(mem.data(), kLen, kSeed, "payload placed in the cancelled multi-recv buffer");
+    info("the %s entry released the buffer", got.back().is_err ? "cancel" : "message");
+    barrier([&] { ep.progress(); });
+}
+
 }  // namespace
 
-int main(int argc, char** argv) { return run_main(argc, argv, {{"basic", 2, case_basic}}); }
+int main(int argc, char** argv) {
+    return run_main(argc, argv, {{"basic", 2, case_basic}, {"cancel_inflight", 2, case_cancel_inflight}});
+}

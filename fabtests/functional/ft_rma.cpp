@@ -353,6 +353,198 @@ void case_inject_write() {
     barrier([&] { ep.progress(); });
 }
 
+// ------------------------------------------------------------ inject_flag
+// fi_writemsg and fi_atomicmsg with the FI_INJECT operation flag: the source
+// is the caller's again when the call returns, and the operation completes
+// once with its context (only fi_inject_write / fi_inject_atomic write no
+// completion, fi_rma(3), fi_atomic(3)). The target checks every byte.
+void case_inject_flag() {
+    Endpoint ep(one_sided_config(kMrVirt));
+    auto addr = connect_all(ep);
+    const size_t inj = ep.info->tx_attr->inject_size;
+    FT_CHECK(inj >= 8, "inject_size %zu < 8", inj);
+    enum Kind { kWritemsg, kAtomicmsg, kInjectAtomic };
+    struct Step {
+        Kind kind;
+        size_t len;  // bytes (writes) or the operand (atomics)
+        const char* what;
+    };
+    const std::vector<Step> steps = {{kWritemsg, 8, "fi_writemsg(FI_INJECT) of 8 B"},
+                                     {kWritemsg, inj, "fi_writemsg(FI_INJECT) of inject_size"},
+                                     {kAtomicmsg, 5, "fi_atomicmsg(FI_INJECT, SUM, UINT64)"},
+                                     {kInjectAtomic, 7, "fi_inject_atomic(SUM, UINT64)"}};
+    const uint64_t base = 1000;
+    if (rank() == kTarget) {
+        TargetBuf tb(inj);
+        Region r(ep, tb.mem.data(), tb.mem.size(), FI_REMOTE_WRITE, 0x4104);
+        send_remote(kInit, r.remote());
+        uint32_t seed = 1300;
+        uint64_t want = base;
+        for (const Step& st : steps) {
+            ++seed;
+            tb.reset();
+            if (st.kind != kWritemsg) std::memcpy(tb.data(), &want, sizeof want);
+            signal_peer(kInit, kReady);
+            wait_signal_progress(ep, kInit, kLanded);
+            if (st.kind == kWritemsg) {
+                wait_landed(ep, tb.data(), st.len, seed, st.what);
+                tb.check_guards(st.len, st.what);
+            } else {
+                uint64_t expect = want + st.len;
+                wait_bytes(ep, tb.data(), &expect, sizeof expect, st.what);
+                tb.check_guards(sizeof expect, st.what);
+                want = expect;
+            }
+        }
+    } else {
+        RemoteMr rm = recv_remote(ep, kTarget);
+        std::vector<uint8_t> src(inj);
+        uint32_t seed = 1300;
+        for (const Step& st : steps) {
+            ++seed;
+            wait_signal_progress(ep, kTarget, kReady);
+            OpCtx ctx;
+            const uint64_t raddr = rm.at(TargetBuf::kGuard);
+            if (st.kind == kWritemsg) {
+                fill(src.data(), st.len, seed);
+                iovec iov{src.data(), st.len};
+                fi_rma_iov riov{raddr, st.len, rm.key};
+                fi_msg_rma m{};
+                m.msg_iov = &iov;
+                m.iov_count = 1;
+                m.addr = addr[kTarget];
+                m.rma_iov = &riov;
+                m.rma_iov_count = 1;
+                m.context = &ctx.fctx;
+                ep.post(st.what, [&] { return fi_writemsg(ep.ep, &m, FI_INJECT); });
+            } else {
+                uint64_t operand = st.len;
+                std::memcpy(src.data(), &operand, sizeof operand);
+                fi_ioc ioc{src.data(), 1};
+                fi_rma_ioc rioc{raddr, 1, rm.key};
+                fi_msg_atomic m{};
+                m.msg_iov = &ioc;
+                m.iov_count = 1;
+                m.addr = addr[kTarget];
+                m.rma_iov = &rioc;
+                m.rma_iov_count = 1;
+                m.datatype = FI_UINT64;
+                m.op = FI_SUM;
+                m.context = &ctx.fctx;
+                ep.post(st.what, [&] {
+                    return st.kind == kAtomicmsg
+                               ? fi_atomicmsg(ep.ep, &m, FI_INJECT)
+                               : fi_inject_atomic(ep.ep, src.data(), 1, addr[kTarget], raddr, rm.key, FI_UINT64,
+                                                  FI_SUM);
+                });
+            }
+            std::memset(src.data(), 0xEE, src.size());  // the buffer is ours again
+            if (st.kind != kInjectAtomic) {
+                Comp c = ep.expect_ok(&ctx, st.what);
+                expect_flags(c, (st.kind == kWritemsg ? FI_RMA : FI_ATOMIC) | FI_WRITE, st.what);
+            }
+            std::string quiet = std::string(st.what) + ": no further completion";
+            ep.expect_quiet(0.05, quiet.c_str());
+            signal_peer(kTarget, kLanded);
+        }
+        ep.expect_quiet(0.2, "initiator CQ after fi_inject_atomic");
+    }
+    barrier([&] { ep.progress(); });
+}
+
+// ------------------------------------------------------------------ order
+// The ordering fi_getinfo advertises for one-sided operations (RAW, WAW,
+// ATOMIC_RAW/WAW/RAR), exercised without waiting between operations: two
+// writes then a read of the same bytes return the second write's data; an
+// atomic update followed by an atomic read sees the update; fetching
+// atomics run in the order posted.
+void case_order() {
+    Endpoint ep(one_sided_config(kMrVirt));
+    auto addr = connect_all(ep);
+    const std::vector<size_t> sizes = {64, 70000, 1u << 20};
+    const size_t max = 1u << 20;
+    constexpr int kPairs = 64;
+    if (rank() == kTarget) {
+        std::vector<uint8_t> mem(max + 64);
+        Region r(ep, mem.data(), mem.size(), FI_REMOTE_WRITE | FI_REMOTE_READ, 0x4204);
+        send_remote(kInit, r.remote());
+        uint32_t seed = 1400;
+        for (size_t len : sizes) {
+            seed += 2;
+            fill(mem.data(), mem.size(), kGuardSeed);
+            signal_peer(kInit, kReady);
+            wait_signal_progress(ep, kInit, kLanded);
+            wait_landed(ep, mem.data(), len, seed, "target bytes after write, write, read");
+        }
+        uint64_t zero = 0;
+        std::memcpy(mem.data() + max, &zero, sizeof zero);
+        signal_peer(kInit, kReady);
+        wait_signal_progress(ep, kInit, kLanded);
+        uint64_t want = 2 * kPairs;
+        wait_bytes(ep, mem.data() + max, &want, sizeof want, "the counter after the atomics");
+    } else {
+        RemoteMr rm = recv_remote(ep, kTarget);
+        std::vector<uint8_t> a(max), b(max), got(max);
+        uint32_t seed = 1400;
+        for (size_t len : sizes) {
+            seed += 2;
+            fill(a.data(), len, seed - 1);
+            fill(b.data(), len, seed);
+            std::memset(got.data(), 0, len);
+            wait_signal_progress(ep, kTarget, kReady);
+            OpCtx cw1, cw2, cr;
+            ep.post("fi_write (first)", [&] {
+                return fi_write(ep.ep, a.data(), len, nullptr, addr[kTarget], rm.at(0), rm.key, &cw1.fctx);
+            });
+            ep.post("fi_write (second)", [&] {
+                return fi_write(ep.ep, b.data(), len, nullptr, addr[kTarget], rm.at(0), rm.key, &cw2.fctx);
+            });
+            ep.post("fi_read", [&] {
+                return fi_read(ep.ep, got.data(), len, nullptr, addr[kTarget], rm.at(0), rm.key, &cr.fctx);
+            });
+            ep.expect_ok(&cw1, "first fi_write");
+            ep.expect_ok(&cw2, "second fi_write");
+            ep.expect_ok(&cr, "fi_read after the writes");
+            char what[96];
+            std::snprintf(what, sizeof what, "fi_read of %s after two writes (RAW, WAW)", human_size(len).c_str());
+            check(got.data(), len, seed, what);
+            signal_peer(kTarget, kLanded);
+        }
+        wait_signal_progress(ep, kTarget, kReady);
+        const uint64_t caddr = rm.at(max);
+        uint64_t one = 1, dummy = 0;
+        std::vector<uint64_t> seen(kPairs, ~0ull), fetched(kPairs, ~0ull);
+        std::vector<OpCtx> add(kPairs), rd(kPairs), fa(kPairs);
+        for (int i = 0; i < kPairs; ++i) {
+            ep.post("fi_atomic(SUM)", [&] {
+                return fi_atomic(ep.ep, &one, 1, nullptr, addr[kTarget], caddr, rm.key, FI_UINT64, FI_SUM,
+                                 &add[(size_t)i].fctx);
+            });
+            ep.post("fi_fetch_atomic(ATOMIC_READ)", [&] {
+                return fi_fetch_atomic(ep.ep, &dummy, 1, nullptr, &seen[(size_t)i], nullptr, addr[kTarget], caddr,
+                                       rm.key, FI_UINT64, FI_ATOMIC_READ, &rd[(size_t)i].fctx);
+            });
+        }
+        for (int i = 0; i < kPairs; ++i) {
+            ep.post("fi_fetch_atomic(SUM)", [&] {
+                return fi_fetch_atomic(ep.ep, &one, 1, nullptr, &fetched[(size_t)i], nullptr, addr[kTarget], caddr,
+                                       rm.key, FI_UINT64, FI_SUM, &fa[(size_t)i].fctx);
+            });
+        }
+        for (int i = 0; i < kPairs; ++i) {
+            ep.expect_ok(&add[(size_t)i], "fi_atomic(SUM)");
+            ep.expect_ok(&rd[(size_t)i], "fi_fetch_atomic(ATOMIC_READ)");
+            ep.expect_ok(&fa[(size_t)i], "fi_fetch_atomic(SUM)");
+        }
+        for (int i = 0; i < kPairs; ++i) {
+            FT_EQ(seen[(size_t)i], i + 1, "atomic read after the i-th atomic add (ATOMIC_RAW)");
+            FT_EQ(fetched[(size_t)i], kPairs + i, "old value of the i-th fetching add (ATOMIC_RAR)");
+        }
+        signal_peer(kTarget, kLanded);
+    }
+    barrier([&] { ep.progress(); });
+}
+
 // --------------------------------------------------------------- refusals
 // Target memory for the refusal cases: a registered region of kRegion bytes
 // with unregistered guard memory around it (large enough that an access
@@ -744,6 +936,8 @@ int main(int argc, char** argv) {
                         {"read_offset", 2, [] { run_read(kMrOffset); }},
                         {"writedata", 2, case_writedata},
                         {"inject_write", 2, case_inject_write},
+                        {"inject_flag", 2, case_inject_flag},
+                        {"order", 2, case_order},
                         {"refuse_key", 2, case_refuse_key},
                         {"refuse_range", 2, [] { run_refuse_range(kMrVirt); }},
                         {"refuse_range_offset", 2, [] { run_refuse_range(kMrOffset); }},

@@ -33,8 +33,8 @@ const ParamSpec kParams[] = {
      "docker*, virbr*, veth*)",
      ""},
     {"shm", T::kBool,
-     "reach peers with the same host id through shared memory (PM/Composite; needs FI_LOCAL_COMM, "
-     "which hints can leave out to turn it off too)",
+     "reach peers with the same host id through shared memory (PM/Composite; an endpoint whose caps "
+     "name FI_REMOTE_COMM without FI_LOCAL_COMM does not either)",
      "1"},
     {"backend", T::kString, "wire backend: af_packet (mmap'ed TPACKET rings) or loopback (in-process, tests)",
      "af_packet"},
@@ -304,7 +304,11 @@ class PmEth final : public ProviderDef {
     dc.checksum = g_params.get_bool("checksum");
     std::unique_ptr<EthDevice> eth = EthDevice::open(dc, std::move(rails), wc.ep_id, err);
     if (!eth) return nullptr;
-    if (!dc.reliable || !(info.caps & FI_LOCAL_COMM) || !g_params.get_bool("shm")) return eth;
+    // FI_LOCAL_COMM / FI_REMOTE_COMM are secondary capabilities: caps that
+    // name neither still get the best path to every peer. Only an info that
+    // names remote communication without local turns shared memory off.
+    bool remote_only = (info.caps & FI_REMOTE_COMM) && !(info.caps & FI_LOCAL_COMM);
+    if (!dc.reliable || remote_only || !g_params.get_bool("shm")) return eth;
     std::unique_ptr<shm::ShmDevice> shm = shm::ShmDevice::open(shm::DeviceConfig::defaults(), dc.host, err);
     if (!shm) {
       PM_WARN(FI_LOG_EP_CTRL, "no shared-memory path for same-host peers (%s); they go through Ethernet",

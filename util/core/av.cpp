@@ -1,5 +1,6 @@
 #include "core/av.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -25,30 +26,48 @@ Av::Av(Domain& dom, const fi_av_attr& attr, void* context)
   names_.reserve(attr.count);
 }
 
+// The lowest slot holding no name, grown at the end when every slot is used.
+fi_addr_t Av::take_slot() {
+  if (!free_.empty()) {
+    fi_addr_t slot = *free_.begin();
+    free_.erase(free_.begin());
+    return slot;
+  }
+  names_.emplace_back();
+  valid_.push_back(false);
+  return names_.size() - 1;
+}
+
+// Entry i takes the i-th lowest unused slot whether or not its name is valid,
+// so valid entries get the fi_addr their position promises; an invalid one
+// gets FI_ADDR_NOTAVAIL (and FI_EINVAL in the FI_SYNC_ERR array) and its slot
+// is left for later inserts. Returns the number of names inserted.
 int Av::insert(const void* addr, size_t count, fi_addr_t* fi_addr, uint64_t flags, void* context) {
-  if (flags) return -FI_EBADFLAGS;
+  if (flags & ~(FI_MORE | FI_SYNC_ERR)) return -FI_EBADFLAGS;
+  int* sync_err = (flags & FI_SYNC_ERR) ? static_cast<int*>(context) : nullptr;
+  if ((flags & FI_SYNC_ERR) && !sync_err && count) return -FI_EINVAL;
   const char* a = static_cast<const char*>(addr);
+  std::vector<fi_addr_t> unused;
   int ok = 0;
   for (size_t i = 0; i < count; i++) {
+    fi_addr_t slot = take_slot();
     std::string name(a + i * addrlen_, addrlen_);
     if (!g_provdef->name_valid(name.data(), name.size())) {
       PM_WARN(FI_LOG_AV, "address %zu of the insert is not a %s address", i, g_provdef->name());
+      unused.push_back(slot);
       if (fi_addr) fi_addr[i] = FI_ADDR_NOTAVAIL;
+      if (sync_err) sync_err[i] = FI_EINVAL;
       continue;
     }
-    fi_addr_t slot;
-    auto it = index_.find(name);
-    if (it != index_.end()) {
-      slot = it->second;
-    } else {
-      slot = names_.size();
-      names_.push_back(name);
-      valid_.push_back(true);
-      index_.emplace(std::move(name), slot);
-    }
+    std::vector<fi_addr_t>& slots = index_[name];
+    slots.insert(std::lower_bound(slots.begin(), slots.end(), slot), slot);
+    names_[slot] = std::move(name);
+    valid_[slot] = true;
     if (fi_addr) fi_addr[i] = slot;
+    if (sync_err) sync_err[i] = 0;
     ok++;
   }
+  free_.insert(unused.begin(), unused.end());
   gen_++;
   return ok;
 }
@@ -58,10 +77,15 @@ int Av::remove(fi_addr_t* fi_addr, size_t count, uint64_t flags) {
   for (size_t i = 0; i < count; i++) {
     fi_addr_t a = fi_addr[i];
     if (a >= names_.size() || !valid_[a]) return -FI_EINVAL;
-    index_.erase(names_[a]);
+    auto it = index_.find(names_[a]);
+    std::vector<fi_addr_t>& slots = it->second;
+    slots.erase(std::find(slots.begin(), slots.end(), a));
+    if (slots.empty()) index_.erase(it);
+    names_[a].clear();
     valid_[a] = false;
+    free_.insert(a);
+    gen_++;
   }
-  gen_++;
   return 0;
 }
 
@@ -73,9 +97,10 @@ int Av::lookup(fi_addr_t a, void* out, size_t* addrlen) {
   return 0;
 }
 
+// The lowest fi_addr holding `name` (a name inserted twice has two).
 fi_addr_t Av::addr_of(const void* name, size_t len) const {
   auto it = index_.find(std::string(static_cast<const char*>(name), len));
-  return it == index_.end() ? FI_ADDR_NOTAVAIL : it->second;
+  return it == index_.end() ? FI_ADDR_NOTAVAIL : it->second.front();
 }
 
 const char* Av::straddr(const void* addr, char* buf, size_t* len) {

@@ -1,8 +1,12 @@
 // Address vector: table and map, insert / remove / lookup / straddr. Names are
-// opaque device names; fi_addr_t is the slot index in both types.
+// opaque device names; fi_addr_t is the slot index in both types. Each entry
+// of an insert takes the lowest unused slot, in order (fi_av(3)): a duplicate
+// name gets a slot of its own, an invalid name keeps its slot empty, so the
+// fi_addr of every valid entry is predictable from the insertion order.
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -41,9 +45,12 @@ class Av {
   Domain& dom_;
   fi_av_type type_;
   size_t addrlen_;
+  fi_addr_t take_slot();
+
   std::vector<std::string> names_;
   std::vector<bool> valid_;
-  std::unordered_map<std::string, fi_addr_t> index_;
+  std::set<fi_addr_t> free_;  // slots below names_.size() that hold no name
+  std::unordered_map<std::string, std::vector<fi_addr_t>> index_;  // name -> its slots, ascending
   uint64_t gen_ = 1;
 };
 

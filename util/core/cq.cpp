@@ -13,6 +13,7 @@
 #include "base/log.hpp"
 #include "core/domain.hpp"
 #include "core/endpoint.hpp"
+#include "core/fabric.hpp"
 #include "base/param.hpp"
 #include "core/provider.hpp"
 
@@ -115,6 +116,7 @@ ssize_t Cq::read_locked(void* buf, size_t count, fi_addr_t* src) {
     q_.pop_front();
     n++;
   }
+  head_seq_ += n;
   return ssize_t(n);
 }
 
@@ -123,13 +125,37 @@ ssize_t Cq::read(void* buf, size_t count, fi_addr_t* src) {
   return read_locked(buf, count, src);
 }
 
+void Cq::push_source_err(const Completion& c, const void* name, size_t len) {
+  names_.emplace_back(head_seq_ + q_.size(), std::string(static_cast<const char*>(name), len));
+  q_.push_back(c);
+}
+
 ssize_t Cq::readerr(fi_cq_err_entry* buf, uint64_t flags) {
   std::lock_guard<SpinLock> g(dom_.lock());
   if (q_.empty() || !q_.front().err) dom_.progress_locked();
   if (q_.empty() || !q_.front().err) return -FI_EAGAIN;
   const Completion& c = q_.front();
-  // err_data / err_data_size: the application's buffer (api >= 1.5) is left
-  // untouched; we provide no provider-specific error data.
+  // err_data (fi_cq(3)): only FI_EADDRNOTAVAIL entries have some, the
+  // sender's name. With api >= 1.5 and err_data_size > 0 on input it is
+  // copied into the application's buffer (err_data_size = bytes copied);
+  // otherwise err_data points to a provider buffer valid until the next
+  // fi_cq_readerr. Releases before 1.5 have no err_data_size field.
+  bool api15 = dom_.fabric.api_version() >= FI_VERSION(1, 5);
+  if (!names_.empty() && names_.front().first == head_seq_) {
+    std::string name = std::move(names_.front().second);
+    names_.pop_front();
+    if (api15 && buf->err_data_size > 0 && buf->err_data) {
+      size_t n = std::min(buf->err_data_size, name.size());
+      memcpy(buf->err_data, name.data(), n);
+      buf->err_data_size = n;
+    } else {
+      err_data_ = std::move(name);
+      buf->err_data = err_data_.data();
+      if (api15) buf->err_data_size = err_data_.size();
+    }
+  } else if (api15) {
+    buf->err_data_size = 0;  // the application's buffer is left untouched
+  }
   buf->op_context = c.op_context;
   buf->flags = c.flags;
   buf->len = c.len;
@@ -139,8 +165,8 @@ ssize_t Cq::readerr(fi_cq_err_entry* buf, uint64_t flags) {
   buf->olen = c.olen;
   buf->err = c.err;
   buf->prov_errno = -c.err;
-  buf->err_data_size = 0;
   q_.pop_front();
+  head_seq_++;
   return 1;
 }
 

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <rdma/fi_eq.h>
@@ -35,9 +37,13 @@ class Cq {
   ~Cq();
   fid_cq* fid() { return &box_.fid; }
   static Cq* from(fid_cq* f) { return self_of<Cq>(f); }
+  Domain& domain() { return dom_; }
 
   // Called by endpoints under the domain lock.
   void push(const Completion& c) { q_.push_back(c); }
+  // An FI_EADDRNOTAVAIL entry (FI_SOURCE_ERR) and the sender's name, which
+  // fi_cq_readerr returns as err_data.
+  void push_source_err(const Completion& c, const void* name, size_t len);
   void bind_ep(Endpoint* ep);
   void unbind_ep(Endpoint* ep);
 
@@ -61,6 +67,9 @@ class Cq {
   size_t entry_size_;
   uint64_t spin_ns_;
   std::deque<Completion> q_;
+  uint64_t head_seq_ = 0;          // entries popped so far: the number of q_.front()
+  std::deque<std::pair<uint64_t, std::string>> names_;  // err_data: (number of its entry, name)
+  std::string err_data_;           // provider-owned err_data of the last fi_cq_readerr
   std::vector<Endpoint*> eps_;
   UniqueFd epfd_;
   UniqueFd sigfd_;   // eventfd for fi_cq_signal

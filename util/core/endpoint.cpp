@@ -50,7 +50,7 @@ Endpoint::Endpoint(Domain& dom, const fi_info& info, std::unique_ptr<Device> dev
   unexp_cap_ = std::max<size_t>(g_params.get_size("unexp_cap_kb"), 1) * 1024;
   peer_timeout_ns_ = uint64_t(g_params.get_int("peer_timeout_ms")) * 1000000ull;
   close_timeout_ns_ = uint64_t(std::max<int64_t>(g_params.get_int("close_timeout_ms"), 0)) * 1000000ull;
-  source_ = (info.caps & FI_SOURCE) != 0;
+  source_err_ = (info.caps & FI_SOURCE_ERR) && (info.caps & FI_SOURCE);
   if (info.ep_attr && info.ep_attr->type == FI_EP_DGRAM) {
     dgram_ = true;
     rndv_threshold_ = SIZE_MAX;
@@ -87,6 +87,7 @@ int Endpoint::bind(struct fid* bfid, uint64_t flags) {
   }
   case FI_CLASS_CQ: {
     Cq* cq = self_of_fid<Cq, fid_cq>(bfid);
+    if (&cq->domain() != &dom_) return -FI_EINVAL;  // its lock would not guard us
     if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) return -FI_EBADFLAGS;
     if (flags & FI_TRANSMIT) {
       if (tx_cq_) return -FI_EINVAL;
@@ -272,10 +273,6 @@ void Endpoint::progress() {
   if (!streams_.empty()) progress_streams();
   if (!acking_.empty()) progress_acks();
   dev_->flush();
-  if (source_ && av_ && av_gen_seen_ != av_->generation()) {
-    av_gen_seen_ = av_->generation();
-    rematch_held();
-  }
   if ((++poll_count_ & 63) == 0) check_timers();
 }
 

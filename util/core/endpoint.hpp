@@ -35,6 +35,13 @@ struct RmaTarget {
   uint64_t key;
 };
 
+// Whether a posting call writes a success completion as its flags say
+// (fi_send, fi_sendmsg with or without FI_INJECT, ...) or never: fi_inject
+// and its kin (fi_msg(3): "no CQ entry will be written if the transfer
+// completes successfully"; the FI_INJECT operation flag alone does not
+// suppress the completion).
+enum class SuccessEntry : uint8_t { kByFlags, kNever };
+
 struct TxOp {
   ListHook hook;
   enum State : uint8_t { kFree, kQueued, kWaitCts, kStreaming, kWaitFin, kWaitAck, kWaitResp };
@@ -109,15 +116,18 @@ class Endpoint final : public PacketSink {
 
   // data path (domain lock taken by the caller)
   ssize_t send(const struct iovec* iov, size_t iovcnt, fi_addr_t dest, uint64_t tag,
-               uint64_t data, void* context, uint64_t flags, bool tagged);
+               uint64_t data, void* context, uint64_t flags, bool tagged,
+               SuccessEntry entry = SuccessEntry::kByFlags);
   ssize_t recv(const struct iovec* iov, size_t iovcnt, fi_addr_t src, uint64_t tag,
                uint64_t ignore, void* context, uint64_t flags, bool tagged);
   // one-sided (ep_rma.cpp)
   ssize_t rma(bool write, const struct iovec* iov, size_t iovcnt, fi_addr_t dest,
-              const RmaTarget& t, uint64_t data, void* context, uint64_t flags);
+              const RmaTarget& t, uint64_t data, void* context, uint64_t flags,
+              SuccessEntry entry = SuccessEntry::kByFlags);
   ssize_t atomic(const struct iovec* iov, size_t iovcnt, const struct iovec* cmp, size_t cmpcnt,
                  const struct iovec* res, size_t rescnt, fi_addr_t dest, const RmaTarget& t,
-                 fi_datatype dt, fi_op op, void* context, uint64_t flags, int kind);
+                 fi_datatype dt, fi_op op, void* context, uint64_t flags, int kind,
+                 SuccessEntry entry = SuccessEntry::kByFlags);
   int atomic_valid(fi_datatype dt, fi_op op, int kind, size_t* count) const;
 
   // progress (lock held)
@@ -181,7 +191,7 @@ class Endpoint final : public PacketSink {
   void finish_recv(RecvOp* r, size_t base, size_t msg_len, size_t copied, const PktHdr& h,
                    PeerId peer);
   void complete_recv_err(RecvOp* r, int err, size_t len);
-  void rematch_held();
+  void write_rx(const Completion& c, PeerId peer);
   ssize_t peek(const RecvOp& want);
   void discard(Unexp* u);
   void free_recv(RecvOp* r);
@@ -193,6 +203,9 @@ class Endpoint final : public PacketSink {
   fi_addr_t addr_of(PeerId peer);
   PeerState& peer_state(PeerId peer);
   void write_cq(Cq* cq, const Completion& c);
+  bool wants_success(uint64_t flags, SuccessEntry entry) const {
+    return entry == SuccessEntry::kByFlags && (!selective_tx_ || (flags & FI_COMPLETION));
+  }
   std::string peer_str(PeerId peer) const;
 
   FidBox<fid_ep, Endpoint> box_;
@@ -210,7 +223,7 @@ class Endpoint final : public PacketSink {
   Cntr* rwrite_cntr_ = nullptr;
   bool enabled_ = false;
   bool selective_tx_ = false, selective_rx_ = false;
-  bool source_ = false;      // FI_SOURCE: hold messages from unknown peers
+  bool source_err_ = false;  // FI_SOURCE_ERR: unknown senders' names in error entries
   bool dgram_ = false;       // FI_EP_DGRAM: one packet per message, unreliable
   uint64_t tx_op_flags_ = 0, rx_op_flags_ = 0;
   size_t inject_size_;
@@ -218,7 +231,6 @@ class Endpoint final : public PacketSink {
   size_t min_multi_recv_ = 64;
   uint64_t peer_timeout_ns_;
   uint64_t close_timeout_ns_;
-  uint64_t av_gen_seen_ = 0;
   uint64_t last_timer_ns_ = 0;
   unsigned poll_count_ = 0;
 

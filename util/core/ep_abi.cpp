@@ -46,7 +46,9 @@ ssize_t pm_ep_sendmsg(fid_ep* f, const fi_msg* m, uint64_t flags) noexcept {
 ssize_t pm_ep_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest) noexcept {
   Endpoint* ep = Endpoint::from(f);
   iovec v = one(buf, len);
-  return locked(ep, [&] { return ep->send(&v, 1, dest, 0, 0, nullptr, FI_INJECT, false); });
+  return locked(ep, [&] {
+    return ep->send(&v, 1, dest, 0, 0, nullptr, FI_INJECT, false, SuccessEntry::kNever);
+  });
 }
 ssize_t pm_ep_senddata(fid_ep* f, const void* buf, size_t len, void* desc, uint64_t data,
                        fi_addr_t dest, void* ctx) noexcept {
@@ -60,7 +62,8 @@ ssize_t pm_ep_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, 
   Endpoint* ep = Endpoint::from(f);
   iovec v = one(buf, len);
   return locked(ep, [&] {
-    return ep->send(&v, 1, dest, 0, data, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA, false);
+    return ep->send(&v, 1, dest, 0, data, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA, false,
+                    SuccessEntry::kNever);
   });
 }
 ssize_t pm_ep_recv(fid_ep* f, void* buf, size_t len, void* desc, fi_addr_t src, void* ctx) noexcept {
@@ -99,7 +102,9 @@ ssize_t pm_ep_tsendmsg(fid_ep* f, const fi_msg_tagged* m, uint64_t flags) noexce
 ssize_t pm_ep_tinject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t tag) noexcept {
   Endpoint* ep = Endpoint::from(f);
   iovec v = one(buf, len);
-  return locked(ep, [&] { return ep->send(&v, 1, dest, tag, 0, nullptr, FI_INJECT, true); });
+  return locked(ep, [&] {
+    return ep->send(&v, 1, dest, tag, 0, nullptr, FI_INJECT, true, SuccessEntry::kNever);
+  });
 }
 ssize_t pm_ep_tsenddata(fid_ep* f, const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest,
                         uint64_t tag, void* ctx) noexcept {
@@ -114,7 +119,8 @@ ssize_t pm_ep_tinjectdata(fid_ep* f, const void* buf, size_t len, uint64_t data,
   Endpoint* ep = Endpoint::from(f);
   iovec v = one(buf, len);
   return locked(ep, [&] {
-    return ep->send(&v, 1, dest, tag, data, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA, true);
+    return ep->send(&v, 1, dest, tag, data, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA, true,
+                    SuccessEntry::kNever);
   });
 }
 ssize_t pm_ep_trecv(fid_ep* f, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t tag,
@@ -186,12 +192,13 @@ int pm_ep_getname(fid_t f, void* addr, size_t* len) noexcept {
 
 // ---- RMA ----
 ssize_t rma_one(fid_ep* f, bool write, const iovec* iov, size_t cnt, fi_addr_t dest, uint64_t addr,
-                uint64_t key, uint64_t data, void* ctx, uint64_t flags) {
+                uint64_t key, uint64_t data, void* ctx, uint64_t flags,
+                SuccessEntry entry = SuccessEntry::kByFlags) {
   Endpoint* ep = Endpoint::from(f);
   size_t len = 0;
   for (size_t i = 0; i < cnt; i++) len += iov[i].iov_len;
   RmaTarget t{addr, len, key};
-  return locked(ep, [&] { return ep->rma(write, iov, cnt, dest, t, data, ctx, flags); });
+  return locked(ep, [&] { return ep->rma(write, iov, cnt, dest, t, data, ctx, flags, entry); });
 }
 ssize_t pm_ep_read(fid_ep* f, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t addr, uint64_t key,
                    void* ctx) noexcept {
@@ -222,7 +229,7 @@ ssize_t pm_ep_writemsg(fid_ep* f, const fi_msg_rma* m, uint64_t flags) noexcept 
 ssize_t pm_ep_inject_write(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t addr,
                            uint64_t key) noexcept {
   iovec v = one(buf, len);
-  return rma_one(f, true, &v, 1, dest, addr, key, 0, nullptr, FI_INJECT);
+  return rma_one(f, true, &v, 1, dest, addr, key, 0, nullptr, FI_INJECT, SuccessEntry::kNever);
 }
 ssize_t pm_ep_writedata(fid_ep* f, const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest,
                         uint64_t addr, uint64_t key, void* ctx) noexcept {
@@ -233,7 +240,8 @@ ssize_t pm_ep_writedata(fid_ep* f, const void* buf, size_t len, void* desc, uint
 ssize_t pm_ep_inject_writedata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
                                uint64_t addr, uint64_t key) noexcept {
   iovec v = one(buf, len);
-  return rma_one(f, true, &v, 1, dest, addr, key, data, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA);
+  return rma_one(f, true, &v, 1, dest, addr, key, data, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA,
+                 SuccessEntry::kNever);
 }
 
 // ---- atomics ----
@@ -245,7 +253,8 @@ size_t ioc_to_iov(const fi_ioc* ioc, size_t n, fi_datatype dt, iovec* out) {
 }
 ssize_t atomic_call(fid_ep* f, const fi_ioc* op, size_t opn, const fi_ioc* cmp, size_t cmpn, fi_ioc* res,
                     size_t resn, fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt, fi_op aop,
-                    void* ctx, uint64_t flags, AtomicKind kind) {
+                    void* ctx, uint64_t flags, AtomicKind kind,
+                    SuccessEntry entry = SuccessEntry::kByFlags) {
   Endpoint* ep = Endpoint::from(f);
   if (opn > kMaxIov || cmpn > kMaxIov || resn > kMaxIov) return -FI_EINVAL;
   iovec a[kMaxIov], c[kMaxIov], r[kMaxIov];
@@ -258,7 +267,7 @@ ssize_t atomic_call(fid_ep* f, const fi_ioc* op, size_t opn, const fi_ioc* cmp, 
   for (size_t i = 0; counted && i < countn; i++) count += counted[i].count;
   RmaTarget t{addr, count, key};
   return locked(ep, [&] {
-    return ep->atomic(a, na, c, nc, r, nr, dest, t, dt, aop, ctx, flags, int(kind));
+    return ep->atomic(a, na, c, nc, r, nr, dest, t, dt, aop, ctx, flags, int(kind), entry);
   });
 }
 ssize_t pm_ep_atomic(fid_ep* f, const void* buf, size_t count, void* desc, fi_addr_t dest, uint64_t addr,
@@ -281,7 +290,7 @@ ssize_t pm_ep_atomic_inject(fid_ep* f, const void* buf, size_t count, fi_addr_t 
                             uint64_t key, fi_datatype dt, fi_op op) noexcept {
   fi_ioc i{const_cast<void*>(buf), count};
   return atomic_call(f, &i, 1, nullptr, 0, nullptr, 0, dest, addr, key, dt, op, nullptr, FI_INJECT,
-                     AtomicKind::kWrite);
+                     AtomicKind::kWrite, SuccessEntry::kNever);
 }
 ssize_t pm_ep_fetch(fid_ep* f, const void* buf, size_t count, void* desc, void* res, void* rdesc,
                     fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt, fi_op op, void* ctx) noexcept {

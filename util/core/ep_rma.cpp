@@ -26,7 +26,8 @@ uint16_t pack_atomic(fi_op op, fi_datatype dt) { return uint16_t(unsigned(op) | 
 }  // namespace
 
 ssize_t Endpoint::rma(bool write, const struct iovec* iov, size_t iovcnt, fi_addr_t dest,
-                      const RmaTarget& t, uint64_t data, void* context, uint64_t flags) {
+                      const RmaTarget& t, uint64_t data, void* context, uint64_t flags,
+                      SuccessEntry entry) {
   if (!enabled_) return -FI_EOPBADSTATE;
   if (iovcnt > kMaxIov || !(info_->caps & FI_RMA)) return -FI_EINVAL;
   PeerId peer = peer_of(dest);
@@ -40,7 +41,7 @@ ssize_t Endpoint::rma(bool write, const struct iovec* iov, size_t iovcnt, fi_add
   op->context = context;
   op->peer = peer;
   op->cq_flags = FI_RMA | (write ? FI_WRITE : FI_READ);
-  op->completion = !inject && (!selective_tx_ || (flags & FI_COMPLETION));
+  op->completion = wants_success(flags, entry);
   op->hdr = PktHdr{};
   op->hdr.op = write ? kPktWrite : kPktRead;
   if (write && (flags & FI_REMOTE_CQ_DATA)) {
@@ -68,7 +69,8 @@ int Endpoint::atomic_valid(fi_datatype dt, fi_op op, int kind, size_t* count) co
 
 ssize_t Endpoint::atomic(const struct iovec* iov, size_t iovcnt, const struct iovec* cmp, size_t cmpcnt,
                          const struct iovec* res, size_t rescnt, fi_addr_t dest, const RmaTarget& t,
-                         fi_datatype dt, fi_op op, void* context, uint64_t flags, int kind) {
+                         fi_datatype dt, fi_op op, void* context, uint64_t flags, int kind,
+                         SuccessEntry entry) {
   if (!enabled_) return -FI_EOPBADSTATE;
   if (!(info_->caps & FI_ATOMIC) || iovcnt > kMaxIov || rescnt > kMaxIov) return -FI_EINVAL;
   size_t max = 0;
@@ -84,7 +86,6 @@ ssize_t Endpoint::atomic(const struct iovec* iov, size_t iovcnt, const struct io
   if (compare && iov_total(cmp, cmpcnt) != count * sz) return -FI_EINVAL;
   bool fetch = kind != int(AtomicKind::kWrite);
   if (fetch && iov_total(res, rescnt) != count * sz) return -FI_EINVAL;
-  bool inject = flags & FI_INJECT;
   TxOp* o = alloc_tx();
   if (!o) return -FI_EAGAIN;
   // Operands (and compares) travel in one packet, copied now.
@@ -99,7 +100,7 @@ ssize_t Endpoint::atomic(const struct iovec* iov, size_t iovcnt, const struct io
   o->context = context;
   o->peer = peer;
   o->cq_flags = FI_ATOMIC | (fetch ? FI_READ : FI_WRITE);
-  o->completion = !inject && (!selective_tx_ || (flags & FI_COMPLETION));
+  o->completion = wants_success(flags, entry);
   o->hdr = PktHdr{};
   o->hdr.op = kPktAtomic;
   o->hdr.flags = uint8_t((fetch ? kPktFetch : 0) | (compare ? kPktCompare : 0));
@@ -285,7 +286,8 @@ bool Endpoint::on_atomic(const CheckedPacket& pk) {
   if (!st) st = dom_.mr_check(h.tag, h.offset, count * sz, access, &va, &mr);
   TxOp* resp = nullptr;
   if (fetch && !st) {
-    resp = alloc_tx();
+    // Behind fetches already waiting, so fetches run in order (ATOMIC_RAR).
+    resp = pending_atomics_.empty() ? alloc_tx() : nullptr;
     if (!resp) {  // FI_RM_ENABLED: retried once a tx op frees up, not failed
       if (pending_atomics_.size() >= kMaxPendingTargetOps) return false;  // waits in the device
       const uint8_t* p = static_cast<const uint8_t*>(payload);

@@ -109,9 +109,10 @@ ssize_t Endpoint::recv(const struct iovec* iov, size_t iovcnt, fi_addr_t src, ui
     if (flags & FI_DISCARD) {
       Completion c{context, rx_flags(u->hdr), 0, nullptr, u->hdr.cq_data, u->hdr.tag,
                    addr_of(u->peer), 0, 0};
+      PeerId from = u->peer;
       discard(u);
       free_recv(r);
-      write_cq(rx_cq_, c);
+      write_rx(c, from);
       return 0;
     }
     deliver_unexpected(r, u);
@@ -155,17 +156,20 @@ ssize_t Endpoint::peek(const RecvOp& want) {
   }
   Completion c{want.context, rx_flags(u->hdr), size_t(u->hdr.msg_len), nullptr, u->hdr.cq_data,
                u->hdr.tag, addr_of(u->peer), 0, 0};
+  PeerId from = u->peer;
   if (want.flags & FI_DISCARD) {
     discard(u);
   } else if (want.flags & FI_CLAIM) {
     u->claim_ctx = want.context;
   }
-  write_cq(rx_cq_, c);
+  write_rx(c, from);
   return 0;
 }
 
+// A sender the AV does not hold is matched like any other: only receives
+// from FI_ADDR_UNSPEC can name it, and its completion reports
+// FI_ADDR_NOTAVAIL, or with FI_SOURCE_ERR its name (write_rx).
 bool Endpoint::match_incoming(PeerId peer, const PktHdr& h, RecvOp** r, size_t* base) {
-  if (source_ && addr_of(peer) == FI_ADDR_NOTAVAIL) return false;  // held until inserted
   RecvOp* m = matcher_.find_posted(peer, h.flags & kPktTagged, h.tag);
   if (!m) return false;
   *base = reserve(matcher_, m, h.msg_len, min_multi_recv_);
@@ -199,7 +203,6 @@ Unexp* Endpoint::new_unexp(const CheckedPacket& pk, size_t bytes) {
   unexp_bytes_ += bytes;
   unexp_peak_ = std::max(unexp_peak_, unexp_bytes_);
   unexp_full_ = false;
-  u->held = source_ && addr_of(pk.peer()) == FI_ADDR_NOTAVAIL;
   return u.release();
 }
 
@@ -378,7 +381,7 @@ void Endpoint::finish_recv(RecvOp* r, size_t base, size_t msg_len, size_t copied
     c.olen = msg_len - copied;
     PM_INFO(FI_LOG_EP_DATA, "message of %zu bytes truncated to %zu", msg_len, copied);
   }
-  if (c.err || r->completion || (c.flags & FI_MULTI_RECV)) write_cq(rx_cq_, c);
+  if (c.err || r->completion || (c.flags & FI_MULTI_RECV)) write_rx(c, peer);
   if (recv_cntr_) {
     if (c.err) recv_cntr_->inc_err();
     else recv_cntr_->inc();
@@ -399,20 +402,21 @@ void Endpoint::complete_recv_err(RecvOp* r, int err, size_t len) {
   if (!multi || (r->retired && r->inflight == 0)) free_recv(r);
 }
 
-// The AV changed: messages held because their sender was unknown may now
-// be matched (FI_SOURCE endpoints).
-void Endpoint::rematch_held() {
-  for (bool t : {true, false}) {
-    auto& l = matcher_.unexpected(t);
-    for (Unexp* u = l.front(); u;) {
-      Unexp* next = l.next(u);
-      if (u->held && addr_of(u->peer) != FI_ADDR_NOTAVAIL) {
-        u->held = false;
-        if (RecvOp* r = matcher_.find_posted(u->peer, t, u->hdr.tag)) deliver_unexpected(r, u);
-      }
-      u = next;
-    }
+// A receive-side entry: with FI_SOURCE_ERR, a success whose sender the AV
+// does not hold becomes an FI_EADDRNOTAVAIL error entry carrying the
+// sender's name (fi_cq(3)), which the application can fi_av_insert.
+void Endpoint::write_rx(const Completion& c, PeerId peer) {
+  if (!rx_cq_) return;
+  size_t len = 0;
+  const void* name = nullptr;
+  if (source_err_ && c.err == 0 && c.src == FI_ADDR_NOTAVAIL) name = dev_->peer_name(peer, &len);
+  if (!name) {
+    rx_cq_->push(c);
+    return;
   }
+  Completion e = c;
+  e.err = FI_EADDRNOTAVAIL;
+  rx_cq_->push_source_err(e, name, len);
 }
 
 ssize_t Endpoint::cancel(void* context) {
@@ -422,12 +426,14 @@ ssize_t Endpoint::cancel(void* context) {
   Completion c{context, FI_RECV | (r->tagged ? FI_TAGGED : FI_MSG), 0, nullptr, 0, 0,
                FI_ADDR_NOTAVAIL, FI_ECANCELED, 0};
   if (r->flags & FI_MULTI_RECV) {
-    c.flags |= FI_MULTI_RECV;
     r->retired = true;
-    if (r->inflight) {  // placed messages still arriving: the last one releases it
+    // Messages placed in it still arriving: the buffer is not released yet
+    // (fi_cq(3)), so no FI_MULTI_RECV here; the last of them carries it.
+    if (r->inflight) {
       write_cq(rx_cq_, c);
       return 0;
     }
+    c.flags |= FI_MULTI_RECV;
   }
   write_cq(rx_cq_, c);
   free_recv(r);

@@ -47,7 +47,7 @@ TxOp* Endpoint::tx_by_id(uint64_t msg_id) {
 }
 
 ssize_t Endpoint::send(const struct iovec* iov, size_t iovcnt, fi_addr_t dest, uint64_t tag,
-                       uint64_t data, void* context, uint64_t flags, bool tagged) {
+                       uint64_t data, void* context, uint64_t flags, bool tagged, SuccessEntry entry) {
   if (!enabled_) return -FI_EOPBADSTATE;
   if (iovcnt > kMaxIov) return -FI_EINVAL;
   PeerId peer = peer_of(dest);
@@ -66,7 +66,7 @@ ssize_t Endpoint::send(const struct iovec* iov, size_t iovcnt, fi_addr_t dest, u
   op->context = context;
   op->peer = peer;
   op->cq_flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
-  op->completion = !inject && (!selective_tx_ || (flags & FI_COMPLETION));
+  op->completion = wants_success(flags, entry);
   op->wait_ack = (flags | tx_op_flags_) & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE);
   op->hdr = PktHdr{};
   op->hdr.op = len > rndv_threshold_ && !inject ? kPktRts : kPktEager;

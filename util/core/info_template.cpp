@@ -6,12 +6,38 @@
 
 namespace pm {
 
+namespace {
+// The ordering the core really gives (docs/architecture.md, "Ordering"):
+// one FIFO per peer on the initiator, in-order delivery by every device, and
+// a target that executes RMA writes and non-fetching atomics on arrival, in
+// arrival order, and every read (RMA read, fetching atomic) at or after its
+// arrival. So sends match in order (SAS), reads see earlier writes (RAW),
+// writes land in order (WAW), fetching atomics run in order (ATOMIC_RAR) and
+// RMA reads are issued in order (RMA_RAR). Not WAR: a read's data is taken
+// when its response is sent, and a fetching atomic can wait for a free tx
+// op, so a later write can overtake them; hence no plain RAR either (a
+// fetching atomic may run before an earlier RMA read has taken its data).
+uint64_t msg_order(bool one_sided) {
+  uint64_t o = FI_ORDER_SAS;
+  if (!one_sided) return o;
+  o |= FI_ORDER_RAW | FI_ORDER_WAW;
+#ifdef FI_ORDER_RMA_RAR
+  o |= FI_ORDER_RMA_RAR | FI_ORDER_RMA_RAW | FI_ORDER_RMA_WAW;
+#endif
+#ifdef FI_ORDER_ATOMIC_RAR
+  o |= FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAW;
+#endif
+  return o;
+}
+}  // namespace
+
 fi_info* make_template(const TemplateDesc& d) {
   fi_info* i = fi_allocinfo();
   if (!i) return nullptr;
   uint64_t prim = FI_MSG | (d.tagged ? FI_TAGGED : 0);
   uint64_t tx = prim | FI_SEND;
-  uint64_t rx = prim | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | (d.multi_recv ? FI_MULTI_RECV : 0);
+  uint64_t rx = prim | FI_RECV | FI_SOURCE | FI_SOURCE_ERR | FI_DIRECTED_RECV |
+                (d.multi_recv ? FI_MULTI_RECV : 0);
   if (d.one_sided) {
     tx |= FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE;
     rx |= FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT;
@@ -20,14 +46,14 @@ fi_info* make_template(const TemplateDesc& d) {
   i->mode = 0;
   i->addr_format = FI_FORMAT_UNSPEC;
   i->tx_attr->caps = tx;
-  i->tx_attr->msg_order = FI_ORDER_SAS;
+  i->tx_attr->msg_order = msg_order(d.one_sided);
   i->tx_attr->comp_order = FI_ORDER_NONE;
   i->tx_attr->inject_size = d.inject_size;
   i->tx_attr->size = d.tx_size;
   i->tx_attr->iov_limit = kMaxIov;
   i->tx_attr->rma_iov_limit = d.one_sided ? 1 : 0;
   i->rx_attr->caps = rx;
-  i->rx_attr->msg_order = FI_ORDER_SAS;
+  i->rx_attr->msg_order = msg_order(d.one_sided);
   i->rx_attr->comp_order = FI_ORDER_NONE;
   i->rx_attr->size = d.rx_size;
   i->rx_attr->iov_limit = kMaxIov;

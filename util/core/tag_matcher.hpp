@@ -44,7 +44,6 @@ struct Unexp {
   size_t received = 0;       // EAGER bytes arrived so far
   std::unique_ptr<RemoteIov[]> riov;  // RTS: sender's iovs
   size_t riovcnt = 0;
-  bool held = false;         // source not yet in the AV (FI_SOURCE)
   void* claim_ctx = nullptr; // claimed by a FI_PEEK|FI_CLAIM with this context
   RecvOp* waiting = nullptr; // matched before all segments arrived
   // The endpoint's unexpected-memory total, charged `charge` bytes for this
@@ -85,12 +84,12 @@ class TagMatcher {
 
   void add_unexpected(Unexp* u) { unexpected(u->tagged()).push_back(u); }
 
-  // The first unexpected message a receive matches (not removed). Held and
-  // claimed messages are skipped.
+  // The first unexpected message a receive matches (not removed). Claimed
+  // messages and those a receive already waits for are skipped.
   Unexp* find_unexpected(PeerId src, bool tagged, uint64_t tag, uint64_t ignore) {
     UnexpList& l = unexpected(tagged);
     for (Unexp* u = l.front(); u; u = l.next(u))
-      if (!u->held && !u->claim_ctx && !u->waiting && (src == kNoPeer || src == u->peer) &&
+      if (!u->claim_ctx && !u->waiting && (src == kNoPeer || src == u->peer) &&
           (!tagged || tag_match(tag, ignore, u->hdr.tag)))
         return u;
     return nullptr;

@@ -172,19 +172,16 @@ Test(tag_matcher, unexpected_tagged_and_untagged_are_separate) {
   cr_assert_eq(m.find_unexpected(kNoPeer, false, 5, 0), &msg);
 }
 
-Test(tag_matcher, unexpected_skips_held_claimed_and_waiting) {
+Test(tag_matcher, unexpected_skips_claimed_and_waiting) {
   TagMatcher m;
-  Unexp held, claimed, waiting, free1;
+  Unexp claimed, waiting, free1;
   int claim_ctx = 0;
   RecvOp waiter;
-  set_unexp(held, 1, true, 8);
   set_unexp(claimed, 1, true, 8);
   set_unexp(waiting, 1, true, 8);
   set_unexp(free1, 1, true, 8);
-  held.held = true;
   claimed.claim_ctx = &claim_ctx;
   waiting.waiting = &waiter;
-  m.add_unexpected(&held);
   m.add_unexpected(&claimed);
   m.add_unexpected(&waiting);
   m.add_unexpected(&free1);
@@ -192,19 +189,16 @@ Test(tag_matcher, unexpected_skips_held_claimed_and_waiting) {
   cr_assert_eq(m.find_unexpected(1, true, 8, 0), &free1);
   m.unexpected(true).remove(&free1);
   cr_assert_null(m.find_unexpected(kNoPeer, true, 8, 0));
-  // Released (source now in the AV), the held one is first again.
-  held.held = false;
-  cr_assert_eq(m.find_unexpected(kNoPeer, true, 8, 0), &held);
-  m.unexpected(true).remove(&held);
+  // No longer waited for, the message is matchable again.
   waiting.waiting = nullptr;
   cr_assert_eq(m.find_unexpected(kNoPeer, true, 8, 0), &waiting);
 
   // The same rules in the untagged space.
-  Unexp mh, mf;
-  set_unexp(mh, 2, false, 0);
+  Unexp mc, mf;
+  set_unexp(mc, 2, false, 0);
   set_unexp(mf, 2, false, 0);
-  mh.held = true;
-  m.add_unexpected(&mh);
+  mc.claim_ctx = &claim_ctx;
+  m.add_unexpected(&mc);
   m.add_unexpected(&mf);
   cr_assert_eq(m.find_unexpected(2, false, 0, 0), &mf);
 }
