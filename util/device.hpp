@@ -87,6 +87,9 @@ class Device {
   // Time has passed without polls (the progress helper): devices that
   // check their timers only every so many empty polls do on the next one.
   virtual void tick() noexcept {}
+  // Earliest time (now_ns() clock) a timer of the device is due: the
+  // progress helper sleeps at most until then. UINT64_MAX: no timer.
+  virtual uint64_t next_timer_ns() const noexcept { return UINT64_MAX; }
 
   // Single copy: reads the peer's memory (`remote`, in its address space)
   // into `local`. -FI_ENOSYS when this peer cannot be read directly.

@@ -84,6 +84,7 @@ class CompositeDevice final : public Device {
   int wait_fd() const noexcept override { return epfd_.get(); }
   void tick() noexcept override { eth_->tick(); }
   bool close_drained() noexcept override { return shm_->close_drained() & eth_->close_drained(); }
+  uint64_t next_timer_ns() const noexcept override { return eth_->next_timer_ns(); }
   void arm_wait(bool armed) noexcept override {
     shm_->arm_wait(armed);
     eth_->arm_wait(armed);

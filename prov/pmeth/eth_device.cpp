@@ -867,6 +867,23 @@ void EthDevice::run_timers(uint64_t now) {
   }
 }
 
+// When the progress helper must poll again with nothing arriving: the
+// earliest owed ACK, retransmission, handshake retry, window probe, rail
+// probe or (trunks) link check.
+uint64_t EthDevice::next_timer_ns() const noexcept {
+  uint64_t t = rails_.size() > 1 ? next_link_ns_ : UINT64_MAX;
+  for (PeerId id : ack_due_) t = std::min(t, peers_[id].ack_deadline ? peers_[id].ack_deadline : t);
+  for (const Peer& p : peers_) {
+    if (p.state == Peer::kHelloSent && p.hello_deadline) t = std::min(t, p.hello_deadline);
+    if (p.state != Peer::kUp) continue;
+    if (p.rto_deadline) t = std::min(t, p.rto_deadline);
+    if (p.peer_window == 0 && p.una == p.next_seq) t = std::min(t, p.persist_ns);  // 0: set on the next poll
+    for (unsigned r = 0; r < p.rails; r++)
+      if (p.rail_down[r]) t = std::min(t, p.rail_probe_ns[r] + kRailProbeNs);
+  }
+  return t;
+}
+
 // Local link state of every rail: a rail whose link went down takes no
 // frames, and what it held unacknowledged goes on the others.
 void EthDevice::check_links(uint64_t now) {

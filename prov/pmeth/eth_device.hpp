@@ -106,6 +106,7 @@ class EthDevice final : public Device {
   // The clock and the timers: every so many empty polls, and on every poll
   // of the progress helper (tick()).
   static constexpr unsigned kIdleClockPolls = 16;
+  uint64_t next_timer_ns() const noexcept override;
   bool peer_alive(PeerId peer) noexcept override;
   bool close_drained() noexcept override;
   int wait_fd() const noexcept override { return rails_.size() == 1 ? rails_[0].wire->fd() : epfd_.get(); }
