@@ -66,9 +66,12 @@ int Cq::ensure_epoll() {
   if (epfd_) return 0;
   UniqueFd ep(epoll_create1(EPOLL_CLOEXEC));
   UniqueFd sig(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!ep || !sig) return -FI_ENOMEM;
+  UniqueFd wake(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!ep || !sig || !wake) return -FI_ENOMEM;
   epoll_event ev{EPOLLIN, {.ptr = nullptr}};
   epoll_ctl(ep.get(), EPOLL_CTL_ADD, sig.get(), &ev);
+  epoll_ctl(ep.get(), EPOLL_CTL_ADD, wake.get(), &ev);
+  wakefd_ = std::move(wake);
   for (Endpoint* e : eps_) {
     epoll_event eev{EPOLLIN, {.ptr = e}};
     epoll_ctl(ep.get(), EPOLL_CTL_ADD, e->device().wait_fd(), &eev);
@@ -76,6 +79,12 @@ int Cq::ensure_epoll() {
   epfd_ = std::move(ep);
   sigfd_ = std::move(sig);
   return 0;
+}
+
+void Cq::wake() {
+  trywait_armed_ = false;
+  uint64_t one = 1;
+  if (wakefd_) (void)!::write(wakefd_.get(), &one, sizeof one);
 }
 
 void Cq::write_entry(void* dst, const Completion& c) const {
@@ -128,6 +137,7 @@ ssize_t Cq::read(void* buf, size_t count, fi_addr_t* src) {
 void Cq::push_source_err(const Completion& c, const void* name, size_t len) {
   names_.emplace_back(head_seq_ + q_.size(), std::string(static_cast<const char*>(name), len));
   q_.push_back(c);
+  if (sleepers_ || trywait_armed_) wake();
 }
 
 ssize_t Cq::readerr(fi_cq_err_entry* buf, uint64_t flags) {
@@ -190,25 +200,27 @@ ssize_t Cq::sread(void* buf, size_t count, fi_addr_t* src, const void* cond, int
       g.lock();
       continue;
     }
-    // Sleep: arm every device, look once more, then wait on all their fds.
+    // Sleep: arm the devices, look once more, then wait on all their fds.
     if (int rc = ensure_epoll()) return rc;
-    for (Endpoint* e : eps_) e->device().arm_wait(true);
+    dom_.arm_devices(true);
     n = read_locked(buf, count, src);
     if (n == -FI_EAGAIN && !signaled_) {
       uint64_t left_ms = (limit - el) / 1000000ull + 1;
       // Slices bound the sleep so timers (dead peers) keep running.
       int slice = int(std::min<uint64_t>(left_ms, 50));
+      sleepers_++;
       g.unlock();
       epoll_event evs[8];
       epoll_wait(epfd_.get(), evs, 8, slice);
       g.lock();
+      sleepers_--;
     }
-    for (Endpoint* e : eps_) {
-      e->device().arm_wait(false);
-      e->device().drain_wait();
-    }
+    dom_.arm_devices(false);
+    for (Endpoint* e : eps_) e->device().drain_wait();
     uint64_t v;
     if (sigfd_ && ::read(sigfd_.get(), &v, sizeof v) == sizeof v) signaled_ = true;
+    while (::read(wakefd_.get(), &v, sizeof v) > 0) {
+    }
     if (n != -FI_EAGAIN) return n;
   }
 }
@@ -242,11 +254,15 @@ int Cq::control(int cmd, void* arg) {
 int Cq::trywait() {
   std::lock_guard<SpinLock> g(dom_.lock());
   if (int rc = ensure_epoll()) return rc;
+  uint64_t v;
+  while (::read(wakefd_.get(), &v, sizeof v) > 0) {
+  }
   for (Endpoint* e : eps_) {
     e->device().drain_wait();
     e->device().arm_wait(true);
   }
   dom_.progress_locked();
+  trywait_armed_ = q_.empty();  // entries another thread adds wake the fd
   return q_.empty() ? 0 : -FI_EAGAIN;
 }
 

@@ -39,8 +39,14 @@ class Cq {
   static Cq* from(fid_cq* f) { return self_of<Cq>(f); }
   Domain& domain() { return dom_; }
 
-  // Called by endpoints under the domain lock.
-  void push(const Completion& c) { q_.push_back(c); }
+  // Called by endpoints under the domain lock. A thread asleep in
+  // fi_cq_sread, or one that passed fi_trywait, is woken: the entry may have
+  // been made by another thread (the progress helper), which then consumed
+  // the device readiness the sleeper waits for.
+  void push(const Completion& c) {
+    q_.push_back(c);
+    if (sleepers_ || trywait_armed_) wake();
+  }
   // An FI_EADDRNOTAVAIL entry (FI_SOURCE_ERR) and the sender's name, which
   // fi_cq_readerr returns as err_data.
   void push_source_err(const Completion& c, const void* name, size_t len);
@@ -59,6 +65,7 @@ class Cq {
   ssize_t read_locked(void* buf, size_t count, fi_addr_t* src);
   void write_entry(void* dst, const Completion& c) const;
   int ensure_epoll();
+  void wake();
 
   FidBox<fid_cq, Cq> box_;
   Domain& dom_;
@@ -73,7 +80,10 @@ class Cq {
   std::vector<Endpoint*> eps_;
   UniqueFd epfd_;
   UniqueFd sigfd_;   // eventfd for fi_cq_signal
+  UniqueFd wakefd_;  // eventfd: an entry arrived while a reader sleeps
   bool signaled_ = false;
+  int sleepers_ = 0;
+  bool trywait_armed_ = false;
 };
 
 } // namespace pm

@@ -1,13 +1,21 @@
 #include "core/domain.hpp"
 
-#include <algorithm>
-#include <chrono>
-#include <cstring>
-
+#include <dlfcn.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
 
 #include <rdma/fi_errno.h>
 
+#include "base/clock.hpp"
 #include "base/iov.hpp"
 #include "base/log.hpp"
 #include "core/atomic_ops.hpp"
@@ -33,53 +41,324 @@ Domain::Domain(Fabric& fab, const fi_info& in, void* context) : fabric(fab), inf
   box_.fid.fid.ops = const_cast<fi_ops*>(&kDomainFiOps);
   box_.fid.ops = const_cast<fi_ops_domain*>(&kDomainOps);
   box_.fid.mr = const_cast<fi_ops_mr*>(&kDomainMrOps);
+  if (const fi_domain_attr* a = in.domain_attr)
+    auto_ = a->control_progress == FI_PROGRESS_AUTO || a->data_progress == FI_PROGRESS_AUTO;
 }
 
 Domain::~Domain() {
-  if (helper_.joinable()) {
-    {
-      std::lock_guard<std::mutex> g(helper_mu_);
-      helper_stop_ = true;
-    }
-    helper_cv_.notify_all();
-    helper_.join();
-  }
+  stop_helper();
+  if (kick_fd_ >= 0) ::close(kick_fd_);
+  if (dev_epfd_ >= 0) ::close(dev_epfd_);
   fi_freeinfo(info);
 }
 
-void Domain::start_helper(unsigned interval_us) {
-  if (helper_.joinable() || interval_us == 0) return;
-  helper_ = std::thread([this, interval_us] { helper_loop(interval_us); });
+// ---------------------------------------------------------------- devices
+
+int Domain::devices_fd() {
+  if (dev_epfd_ >= 0) return dev_epfd_;
+  dev_epfd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (dev_epfd_ < 0) return -1;
+  for (Endpoint* ep : eps_) {
+    epoll_event ev{EPOLLIN, {.ptr = ep}};
+    epoll_ctl(dev_epfd_, EPOLL_CTL_ADD, ep->device().wait_fd(), &ev);
+  }
+  return dev_epfd_;
 }
 
-// Runs progress only when the application did not during a whole interval,
-// and never waits for the domain lock: an application that progresses
-// itself does not see this thread.
-void Domain::helper_loop(unsigned interval_us) {
-  uint64_t seen = progress_calls_.load(std::memory_order_relaxed);
-  std::unique_lock<std::mutex> g(helper_mu_);
-  while (!helper_cv_.wait_for(g, std::chrono::microseconds(interval_us), [&] { return helper_stop_; })) {
-    uint64_t now = progress_calls_.load(std::memory_order_relaxed);
-    if (now != seen) {
-      seen = now;
-      continue;
-    }
-    std::unique_lock<SpinLock> l(mu_, std::try_to_lock);
-    if (!l.owns_lock()) continue;
-    // A whole interval passed: devices run their timers on this poll.
-    for (Endpoint* ep : eps_) ep->device().tick();
-    progress_locked();
-    seen = progress_calls_.load(std::memory_order_relaxed);
+void Domain::add_ep(Endpoint* ep) {
+  eps_.push_back(ep);
+  if (dev_epfd_ >= 0) {
+    epoll_event ev{EPOLLIN, {.ptr = ep}};
+    epoll_ctl(dev_epfd_, EPOLL_CTL_ADD, ep->device().wait_fd(), &ev);
   }
+  if (armed_) ep->device().arm_wait(true);
 }
 
 void Domain::remove_ep(Endpoint* ep) {
-  eps_.erase(std::remove(eps_.begin(), eps_.end(), ep), eps_.end());
+  auto it = std::find(eps_.begin(), eps_.end(), ep);
+  if (it == eps_.end()) return;
+  eps_.erase(it);
+  if (dev_epfd_ >= 0) epoll_ctl(dev_epfd_, EPOLL_CTL_DEL, ep->device().wait_fd(), nullptr);
+  if (armed_) ep->device().arm_wait(false);
+}
+
+void Domain::arm_devices(bool on) {
+  if (on ? armed_++ == 0 : --armed_ == 0)
+    for (Endpoint* ep : eps_) ep->device().arm_wait(on);
+}
+
+void Domain::drain_devices() {
+  for (Endpoint* ep : eps_) ep->device().drain_wait();
+}
+
+uint64_t Domain::next_timer_ns() const {
+  uint64_t t = UINT64_MAX;
+  for (Endpoint* ep : eps_) t = std::min(t, ep->device().next_timer_ns());
+  return t;
 }
 
 void Domain::progress_locked() {
-  progress_calls_.fetch_add(1, std::memory_order_relaxed);
+  progress_calls_.store(progress_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   for (Endpoint* ep : eps_) ep->progress();
+}
+
+// ----------------------------------------------------------------- helper
+//
+// Lifetime. libfabric unloads the DSO from its destructor (fi_fini calls the
+// provider's cleanup, then dlclose); a helper still running then executes
+// unmapped code. Every helper is registered here and stopped (woken through
+// its eventfd, joined) by stop_all_helpers(), which runs from the first of:
+// the destructor of a static made when the first helper starts (exit() runs
+// it before the DSO's older statics are destroyed and before fi_fini), the
+// DSO's destructor function, and the provider's cleanup. A helper never
+// blocks on the domain lock (it try-locks and looks at its stop flag in
+// between), so joining it cannot deadlock on a lock the exiting thread holds.
+
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::vector<Domain*> doms;
+  bool closed = false;  // the DSO is going away: no new helpers
+};
+// Made when the first helper starts and never destroyed (it is used from
+// destructors). Until then stop_all_helpers() has nothing to do and must not
+// allocate: exit() may come from a signal handler that interrupted malloc.
+std::atomic<Registry*> g_registry{nullptr};
+Registry& registry() {
+  static Registry* r = [] {
+    auto* n = new Registry;
+    n->doms.reserve(16);
+    g_registry.store(n, std::memory_order_release);
+    return n;
+  }();
+  return *r;
+}
+
+// A fork()ed child has none of its parent's threads: forget them there.
+void atfork_prepare() { registry().mu.lock(); }
+void atfork_parent() { registry().mu.unlock(); }
+void atfork_child();
+
+struct Reaper {
+  ~Reaper() { stop_all_helpers(); }
+};
+
+__attribute__((destructor)) void helpers_fini() { stop_all_helpers(); }
+
+// Keeps this DSO mapped for the rest of the process (a helper that did not
+// stop in time may still run its code).
+void pin_dso() {
+  Dl_info di;
+  if (dladdr(reinterpret_cast<void*>(&pin_dso), &di) && di.dli_fname)
+    dlopen(di.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
+constexpr uint64_t kIdleSleepNs = 1000000000ull;  // longest sleep with nothing pending
+constexpr uint64_t kMinSleepNs = 20000;           // a timer already due: look again soon
+
+}  // namespace
+
+namespace {
+void atfork_child() {
+  for (Domain* d : registry().doms) d->forget_helper();
+  registry().doms.clear();
+  registry().mu.unlock();
+}
+}  // namespace
+
+void stop_all_helpers() noexcept {
+  Registry* rp = g_registry.load(std::memory_order_acquire);
+  if (!rp) return;
+  Registry& r = *rp;
+  // The exiting thread may have been interrupted while it held the mutex
+  // (exit() from a signal handler): do not wait for it for ever.
+  bool locked = false;
+  for (int i = 0; i < 2000 && !(locked = r.mu.try_lock()); i++) usleep(1000);
+  if (!locked) {
+    pin_dso();
+    return;
+  }
+  r.closed = true;
+  for (Domain* d : r.doms) d->join_helper();
+  r.doms.clear();  // no free(): see g_registry
+  r.mu.unlock();
+}
+
+int Domain::start_helper() {
+  if (helper_running_) return 0;
+  if (!g_params.get_bool("progress_thread")) return auto_ ? -FI_EOPNOTSUPP : 0;
+  long long us = g_params.get_int("progress_interval_us");
+  if (us <= 0) return auto_ ? -FI_EOPNOTSUPP : 0;
+  interval_ns_ = uint64_t(us) * 1000;
+  timers_ns_ = std::max<uint64_t>(uint64_t(std::max(0LL, g_params.get_int("peer_timeout_ms"))) * 250000ull,
+                                  interval_ns_);
+  helper_cpu_ = int(g_params.get_int("progress_cpu"));
+  if (kick_fd_ < 0) kick_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (kick_fd_ < 0 || devices_fd() < 0) return -FI_ENOMEM;
+  static Reaper reaper;  // constructed now, so destroyed before the DSO's other statics
+  (void)reaper;
+  static std::once_flag atfork_once;
+  std::call_once(atfork_once, [] { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); });
+  Registry& r = registry();
+  std::lock_guard<std::mutex> g(r.mu);
+  if (r.closed) return auto_ ? -FI_ESHUTDOWN : 0;
+  helper_stop_.store(false);
+  // The helper takes no signals: they stay with the application's threads.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&helper_, nullptr, &Domain::helper_main, this);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (rc != 0) {
+    PM_WARN(FI_LOG_DOMAIN, "cannot start the progress thread: %s", strerror(rc));
+    return auto_ ? -FI_ENOMEM : 0;
+  }
+  helper_running_ = true;
+  r.doms.push_back(this);
+  return 0;
+}
+
+void Domain::stop_helper() noexcept {
+  {
+    // Waits while stop_all_helpers() stops every helper (this one included).
+    Registry& r = registry();
+    std::lock_guard<std::mutex> g(r.mu);
+    r.doms.erase(std::remove(r.doms.begin(), r.doms.end(), this), r.doms.end());
+  }
+  join_helper();
+}
+
+void Domain::join_helper() noexcept {
+  if (!helper_running_) return;
+  helper_stop_.store(true, std::memory_order_release);
+  kick_helper();
+  timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += 2;
+  int rc = pthread_timedjoin_np(helper_, nullptr, &deadline);
+  if (rc != 0) {
+    PM_WARN(FI_LOG_DOMAIN, "the progress thread did not stop within 2 s; it is left running");
+    pin_dso();
+    pthread_detach(helper_);
+  }
+  helper_running_ = false;
+}
+
+void Domain::kick_helper() noexcept {
+  helper_asleep_.store(false, std::memory_order_relaxed);
+  uint64_t one = 1;
+  if (kick_fd_ >= 0) (void)!::write(kick_fd_, &one, sizeof one);
+}
+
+void* Domain::helper_main(void* self) {
+  pthread_setname_np(pthread_self(), "pm-progress");
+  static_cast<Domain*>(self)->helper_loop();
+  return nullptr;
+}
+
+// Takes the domain lock for the helper. With `insist` (automatic progress)
+// it keeps trying while the application makes no progress call of its own,
+// so an application that holds the lock in a tight loop of calls that do
+// not progress (posts that return -FI_EAGAIN, counter updates) cannot starve
+// it; otherwise one try. Never blocks: it gives up when told to stop.
+bool Domain::helper_lock(bool insist, uint64_t seen) {
+  for (unsigned i = 0;; i++) {
+    if (mu_.try_lock()) return true;
+    if (!insist || helper_stop_.load(std::memory_order_relaxed)) return false;
+    if (seen != UINT64_MAX && progress_calls_.load(std::memory_order_relaxed) != seen) return false;
+    if (i < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    } else {
+      sched_yield();
+    }
+  }
+}
+
+// The helper's progress: timers first (time passed without polls), then
+// every endpoint; not counted as the application's progress.
+void Domain::helper_progress_locked() {
+  for (Endpoint* ep : eps_) ep->tick();
+  for (Endpoint* ep : eps_) ep->progress();
+}
+
+// How long the helper may sleep before it must look again, with nothing
+// arriving: the interval while work waits for room, the liveness period
+// while operations wait on peers, else until the next device timer (at
+// most a second).
+uint64_t Domain::helper_sleep_ns_locked() const {
+  uint64_t now = now_ns();
+  uint64_t wake = now + kIdleSleepNs;
+  for (Endpoint* ep : eps_) {
+    switch (ep->helper_need()) {
+    case Endpoint::Need::kPoll: wake = std::min(wake, now + interval_ns_); break;
+    case Endpoint::Need::kTimers: wake = std::min(wake, now + timers_ns_); break;
+    case Endpoint::Need::kNone: break;
+    }
+    wake = std::min(wake, ep->device().next_timer_ns());
+  }
+  return wake > now + kMinSleepNs ? wake - now : kMinSleepNs;
+}
+
+void Domain::helper_loop() {
+  if (helper_cpu_ >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(helper_cpu_, &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
+      PM_WARN(FI_LOG_DOMAIN, "cannot pin the progress thread to cpu %d", helper_cpu_);
+  }
+  auto stopping = [this] { return helper_stop_.load(std::memory_order_acquire); };
+  auto drain_kick = [this] {
+    uint64_t v;
+    while (::read(kick_fd_, &v, sizeof v) > 0) {
+    }
+  };
+  auto sleep_on = [&](int nfds, uint64_t ns) {
+    pollfd pf[2] = {{kick_fd_, POLLIN, 0}, {dev_epfd_, POLLIN, 0}};
+    timespec ts{time_t(ns / 1000000000ull), long(ns % 1000000000ull)};
+    ppoll(pf, nfds_t(nfds), &ts, nullptr);
+    drain_kick();
+  };
+  uint64_t seen = progress_calls_.load(std::memory_order_relaxed);
+  while (!stopping()) {
+    // Watching: while the application makes progress calls, look once per
+    // interval and do nothing else.
+    sleep_on(1, interval_ns_);
+    if (stopping()) break;
+    uint64_t calls = progress_calls_.load(std::memory_order_relaxed);
+    if (calls != seen) {
+      seen = calls;
+      continue;
+    }
+    if (!helper_lock(auto_, seen)) continue;
+    // Serving: a whole interval without a progress call. Progress, then
+    // sleep on the devices (armed) until something arrives, a timer is due,
+    // an operation is posted (poke) or, with work queued, an interval.
+    for (;;) {
+      helper_progress_locked();
+      uint64_t ns = helper_sleep_ns_locked();
+      arm_devices(true);
+      helper_progress_locked();  // what arrived before the devices were armed
+      helper_asleep_.store(true, std::memory_order_relaxed);
+      mu_.unlock();
+      sleep_on(2, ns);
+      helper_asleep_.store(false, std::memory_order_relaxed);
+      // Disarm even if the application is back (armed devices make every
+      // peer's send to them a system call); give up only when stopping.
+      if (!helper_lock(true, UINT64_MAX)) break;
+      arm_devices(false);
+      drain_devices();
+      calls = progress_calls_.load(std::memory_order_relaxed);
+      if (calls != seen || stopping()) {
+        seen = calls;
+        mu_.unlock();
+        break;  // the application progresses again: back to watching
+      }
+    }
+  }
 }
 
 Mr::Mr(Domain& d, const fi_mr_attr& attr, uint64_t key, uint64_t flags)
@@ -226,10 +505,16 @@ int pm_endpoint(fid_domain* f, fi_info* info, fid_ep** out, void* ctx) noexcept 
     std::unique_ptr<Device> dev = g_provdef->open_device(*d, *info, &err);
     if (!dev) return err ? err : -FI_EOTHER;
     std::lock_guard<SpinLock> g(d->lock());
+    // With FI_PROGRESS_AUTO an endpoint without its progress thread would
+    // break the promise: refuse it (fi_getinfo offers AUTO only with the
+    // thread enabled).
+    if (int rc = d->start_helper()) {
+      PM_WARN(FI_LOG_DOMAIN, "FI_PROGRESS_AUTO needs the progress thread (%s_PROGRESS_THREAD=1, "
+              "PROGRESS_INTERVAL_US > 0): %s", "FI_<PROV>", fi_strerror(-rc));
+      return rc;
+    }
     auto* ep = new Endpoint(*d, *info, std::move(dev), ctx);
     d->refs++;
-    if (g_params.get_bool("progress_thread"))
-      d->start_helper(unsigned(g_params.get_int("progress_interval_us")));
     *out = ep->fid();
     return 0;
   });

@@ -1,18 +1,16 @@
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
+#include <pthread.h>
 
-#include "base/spin_lock.hpp"
+#include <atomic>
 #include <cstdint>
-#include <mutex>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include <rdma/fi_domain.h>
 
 #include "abi/fid_box.hpp"
+#include "base/spin_lock.hpp"
 
 namespace pm {
 
@@ -51,14 +49,45 @@ class Domain {
 
   // One lock per domain serialises every object of the domain (FI_THREAD_SAFE).
   SpinLock& lock() { return mu_; }
-  // Polls every endpoint's device and runs their timers (lock held).
+  // Polls every endpoint's device and runs their timers (lock held). Counts
+  // as the application's progress: the helper stays out of the way while
+  // these calls keep coming.
   void progress_locked();
-  // Starts the progress helper: while the application makes no libfabric
-  // calls, it runs progress every interval so that retransmissions,
-  // acknowledgements and streamed transfers keep moving.
-  void start_helper(unsigned interval_us);
+  // Whether the application asked for FI_PROGRESS_AUTO (control or data).
+  bool auto_progress() const { return auto_; }
 
-  void add_ep(Endpoint* ep) { eps_.push_back(ep); }
+  // The progress helper thread (one per domain, started with the first
+  // endpoint; see docs/fi_pmeth.7.md "Progress"). It watches the
+  // application's progress calls once per interval; after a whole interval
+  // without one it runs progress itself and then sleeps on the devices'
+  // wait fds until a packet arrives, a device timer is due or (with work
+  // queued) the next interval. With FI_PROGRESS_AUTO it insists on the
+  // domain lock; with manual progress it only ever try-locks.
+  // start_helper: 0, or a negative FI_E* code.
+  int start_helper();
+  // Stops and joins the helper (idempotent, bounded: a helper that cannot
+  // stop within 2 s is left running and the DSO is pinned in memory).
+  void stop_helper() noexcept;
+  // The same, for stop_all_helpers() (its registry lock held).
+  void join_helper() noexcept;
+  // In a fork()ed child: the thread does not exist there.
+  void forget_helper() noexcept { helper_running_ = false; }
+  // After a posting call (lock held or not): wakes a helper that sleeps
+  // with nothing to do, so that the new operation gets progress.
+  void poke() noexcept {
+    if (helper_asleep_.load(std::memory_order_relaxed)) kick_helper();
+  }
+
+  // Blocking waits (lock held): while at least one waiter sleeps, every
+  // endpoint's device is armed (its wait fd fires on arrival).
+  void arm_devices(bool on);
+  void drain_devices();
+  // epoll fd watching every endpoint's device wait fd; -1 if it cannot be made.
+  int devices_fd();
+  // Earliest time a device timer of the domain is due (UINT64_MAX: none).
+  uint64_t next_timer_ns() const;
+
+  void add_ep(Endpoint* ep);
   void remove_ep(Endpoint* ep);
   int mr_reg(const fi_mr_attr& attr, uint64_t flags, fid_mr** out);
   int mr_close(Mr* mr);
@@ -82,13 +111,32 @@ class Domain {
   std::vector<Endpoint*> eps_;
   std::unordered_map<uint64_t, Mr*> mrs_;
   bool virt_addr_ = false;
-
-  void helper_loop(unsigned interval_us);
+  bool auto_ = false;
+  // Written under the lock only (a plain increment, no locked instruction);
+  // read by the helper without it.
   std::atomic<uint64_t> progress_calls_{0};
-  std::thread helper_;
-  std::mutex helper_mu_;
-  std::condition_variable helper_cv_;
-  bool helper_stop_ = false;
+  int armed_ = 0;          // sleeping waiters (arm_devices)
+  int dev_epfd_ = -1;      // devices_fd()
+
+  // helper
+  static void* helper_main(void* self);
+  void helper_loop();
+  bool helper_lock(bool insist, uint64_t seen);
+  void helper_progress_locked();
+  uint64_t helper_sleep_ns_locked() const;
+  void kick_helper() noexcept;
+  pthread_t helper_{};
+  bool helper_running_ = false;
+  std::atomic<bool> helper_stop_{false};
+  std::atomic<bool> helper_asleep_{false};
+  int kick_fd_ = -1;       // eventfd: stop, or an operation posted while asleep
+  uint64_t interval_ns_ = 1000000;
+  uint64_t timers_ns_ = 250000000;  // operations waiting on peers: liveness checks
+  int helper_cpu_ = -1;
 };
+
+// Stops every progress helper of this DSO (the provider's cleanup, and the
+// DSO's destructors: no helper may run library code once it is unloaded).
+void stop_all_helpers() noexcept;
 
 } // namespace pm

@@ -134,6 +134,25 @@ class Endpoint final : public PacketSink {
   void progress();
   bool on_packet(const RxPacket& pkt) noexcept override;
   void on_peer_reset(PeerId peer) noexcept override;
+  // For the progress helper (lock held). tick(): time passed without polls;
+  // the next progress() runs the device's and the endpoint's timers.
+  // helper_need(): what the endpoint needs while the application is away:
+  // kPoll, polling once per interval (work waits for room, replies or
+  // acknowledgements that no packet of ours will announce); kTimers, a look
+  // now and then (operations wait on peers: liveness); kNone, nothing until
+  // a packet arrives.
+  enum class Need { kNone, kTimers, kPoll };
+  void tick() {
+    dev_->tick();
+    poll_count_ |= 63;
+  }
+  Need helper_need() const {
+    if (!active_peers_.empty() || !ctrl_.empty() || !streams_.empty() || !acking_.empty() ||
+        !pending_reads_.empty() || !pending_atomics_.empty())
+      return Need::kPoll;
+    if (!waiting_.empty() || !assemblies_.empty() || !rma_in_.empty()) return Need::kTimers;
+    return Need::kNone;
+  }
 
   Device& device() { return *dev_; }
   Domain& domain() { return dom_; }

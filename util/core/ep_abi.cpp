@@ -18,12 +18,16 @@
 namespace pm {
 namespace {
 
+// After the call, a progress thread that sleeps with nothing to do is woken
+// (one relaxed load when it is not asleep): the new operation needs progress.
 template <class F>
 inline ssize_t locked(Endpoint* ep, F&& f) noexcept {
-  return guard([&]() -> ssize_t {
+  ssize_t rc = guard([&]() -> ssize_t {
     std::lock_guard<SpinLock> g(ep->domain().lock());
     return f();
   });
+  ep->domain().poke();
+  return rc;
 }
 
 inline iovec one(const void* buf, size_t len) { return iovec{const_cast<void*>(buf), len}; }

@@ -10,6 +10,7 @@
 #include "abi/fid_box.hpp"
 #include "base/log.hpp"
 #include "base/param.hpp"
+#include "core/domain.hpp"
 #include "core/provider.hpp"
 
 namespace pm {
@@ -29,6 +30,11 @@ std::string caps_str(uint64_t caps) {
   return buf;
 }
 
+// FI_PROGRESS_AUTO is offered while the progress thread is enabled.
+bool auto_available() {
+  return g_params.get_bool("progress_thread") && g_params.get_int("progress_interval_us") > 0;
+}
+
 // Returns "" when the template satisfies the hints, else the reason.
 std::string mismatch(const fi_info& t, const fi_info& h, uint32_t version) {
   if (h.ep_attr && h.ep_attr->type != FI_EP_UNSPEC && h.ep_attr->type != t.ep_attr->type)
@@ -42,8 +48,9 @@ std::string mismatch(const fi_info& t, const fi_info& h, uint32_t version) {
   if (const fi_domain_attr* d = h.domain_attr) {
     if (d->name && strcmp(d->name, t.domain_attr->name))
       return "domain name " + std::string(d->name) + " not offered";
-    if (d->control_progress == FI_PROGRESS_AUTO || d->data_progress == FI_PROGRESS_AUTO)
-      return "FI_PROGRESS_AUTO requested; only manual progress is implemented";
+    if ((d->control_progress == FI_PROGRESS_AUTO || d->data_progress == FI_PROGRESS_AUTO) && !auto_available())
+      return "FI_PROGRESS_AUTO requested, but the progress thread is disabled (PROGRESS_THREAD=0 or "
+             "PROGRESS_INTERVAL_US=0)";
     if (d->cq_data_size > t.domain_attr->cq_data_size) return "cq_data_size larger than 8 requested";
     if (d->caps & ~t.domain_attr->caps) return "domain capabilities not supported: " + caps_str(d->caps & ~t.domain_attr->caps);
     if (d->mr_mode != FI_MR_UNSPEC && d->mr_mode != FI_MR_BASIC && d->mr_mode != FI_MR_SCALABLE &&
@@ -110,6 +117,9 @@ void apply_hints(fi_info& o, const fi_info& h, uint32_t version) {
     // The job's key, as given: it isolates (and, on pmeth, authenticates)
     // the job, so it travels on to fi_domain / fi_endpoint.
     copy_key(&o.domain_attr->auth_key, &o.domain_attr->auth_key_size, d->auth_key, d->auth_key_size);
+    // Manual unless AUTO is asked for (the templates say FI_PROGRESS_MANUAL).
+    if (d->control_progress != FI_PROGRESS_UNSPEC) o.domain_attr->control_progress = d->control_progress;
+    if (d->data_progress != FI_PROGRESS_UNSPEC) o.domain_attr->data_progress = d->data_progress;
     if (version < FI_VERSION(1, 5) || d->mr_mode == FI_MR_BASIC || d->mr_mode == FI_MR_SCALABLE)
       o.domain_attr->mr_mode = d->mr_mode == FI_MR_BASIC ? FI_MR_BASIC : FI_MR_SCALABLE;
     else
@@ -180,7 +190,9 @@ int pm_fabric(fi_fabric_attr* attr, fid_fabric** fabric, void* context) noexcept
   return fabric_open(attr, fabric, context);
 }
 
-void pm_cleanup() noexcept {}
+// fi_fini, before libfabric unloads this DSO: no progress thread may run
+// its code after that.
+void pm_cleanup() noexcept { stop_all_helpers(); }
 
 }  // namespace
 
@@ -202,16 +214,24 @@ const ParamSpec kCoreParams[] = {
     {"peer_timeout_ms", T::kInt,
      "operations waiting this long on a peer make the provider check that the peer is alive", "1000"},
     {"progress_thread", T::kBool,
-     "a helper thread runs progress while the application makes no libfabric calls, so that "
-     "retransmissions, acknowledgements and large transfers continue (data progress stays manual: "
-     "an application that calls libfabric never waits for it)",
+     "a progress thread per domain. With FI_PROGRESS_AUTO it guarantees progress (completions, and "
+     "the acknowledgements, rendezvous and RMA/atomic targets peers wait for) without libfabric calls, "
+     "within progress_interval_us; with manual progress it steps in only after the application made no "
+     "progress call for a whole interval and only with a try-lock (keeps peers answered during long "
+     "compute phases). It sleeps on the devices' fds when idle. 0: no thread, and FI_PROGRESS_AUTO is "
+     "not offered",
      "1"},
-    {"progress_interval_us", T::kInt, "how long the application must be idle before the helper runs progress",
+    {"progress_interval_us", T::kInt,
+     "the progress thread's period: an application that makes no progress call for this long gets "
+     "progress from the thread; also the worst-case delay of FI_PROGRESS_AUTO progress for work that "
+     "waits for room (arrivals wake the thread at once). 0: no thread",
      "1000"},
     {"close_timeout_ms", T::kInt,
      "fi_close of an endpoint waits at most this long for its peers to acknowledge what it sent (and "
      "acknowledges what it received), so the last message of an exchange is not lost",
      "5000"},
+    {"progress_cpu", T::kInt, "CPU the progress thread is pinned to (-1: not pinned, it inherits the affinity "
+     "of the thread that opened the first endpoint)", "-1"},
     {"stats", T::kBool, "print per-endpoint (and per-peer) statistics at close, at FI_LOG_LEVEL=warn", "0"},
 };
 }  // namespace
