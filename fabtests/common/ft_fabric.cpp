@@ -19,6 +19,8 @@ fi_info* make_hints(const EpConfig& cfg) {
     hints->caps = cfg.caps;
     hints->mode = cfg.mode;
     hints->domain_attr->mr_mode = cfg.mr_mode;
+    hints->domain_attr->control_progress = cfg.progress;
+    hints->domain_attr->data_progress = cfg.progress;
     if (cfg.thread_safe || g_opt.thread_safe) hints->domain_attr->threading = FI_THREAD_SAFE;
     hints->fabric_attr->prov_name = strdup(g_opt.prov.c_str());
     // FT_AUTH_KEY=k0,k1,..: rank i asks for auth_key k_i in its hints (the

@@ -35,6 +35,8 @@ struct EpConfig {
     bool thread_safe = false;  // also forced by FT_THREADING=safe
     size_t cq_size = 0;        // 0: provider default
     int mr_mode = 0;           // hints->domain_attr->mr_mode (one-sided tests)
+    // hints->domain_attr->{control,data}_progress (FI_PROGRESS_UNSPEC: the provider's default)
+    fi_progress progress = FI_PROGRESS_UNSPEC;
     uint64_t cq_bind_flags = 0;  // added to FI_TRANSMIT|FI_RECV (e.g. FI_SELECTIVE_COMPLETION)
     uint64_t clear_caps = 0;     // taken out of the returned fi_info's caps before fi_endpoint
     // Called after the CQ is bound and before fi_enable (e.g. to bind

@@ -1,0 +1,287 @@
+// Progress models (fi_domain(3) "Progress"): FI_PROGRESS_AUTO must be
+// granted when asked for, and then really mean that operations complete, and
+// that peers' operations needing this endpoint (RMA and atomic targets,
+// rendezvous, acknowledgements) progress, while the application makes no
+// libfabric call at all.
+//
+// Cases:
+//   getinfo      hints asking FI_PROGRESS_AUTO get an entry reporting AUTO
+//                (control and data); FI_PROGRESS_MANUAL gets MANUAL; UNSPEC
+//                gets the provider's default, MANUAL; with the provider's
+//                progress thread disabled (FI_<PROV>_PROGRESS_THREAD=0) AUTO
+//                gets -FI_ENODATA and MANUAL still an entry
+//   target_sleeps  2 ranks, AUTO. The target registers memory, posts a
+//                receive for a rendezvous-size message and then sleeps
+//                (sleep(), no libfabric call) for 5 s. Meanwhile the
+//                initiator does small and 1 MiB writes and reads, a
+//                non-fetching, a fetching and a compare atomic, and a 1 MiB
+//                tagged send to it: every one must complete within 4 s.
+//                Back from its sleep, before any libfabric call, the target
+//                finds the written data, the atomics' results and the
+//                received message in its memory; then the receive's
+//                completion is in its CQ.
+//   busy_lock    the same, but instead of sleeping the target spends the 5 s
+//                in a tight loop of fi_cntr_add (each takes the domain lock,
+//                none progresses): the progress thread must not be starved
+//   idle_cpu     AUTO and then manual: with an endpoint open and connected and
+//                nothing to do, a process that sleeps 2 s uses under 40 ms of
+//                CPU (the progress thread sleeps on the devices' fds)
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "ft_rma.h"
+#include "ft_xfer.h"
+
+using namespace ft;
+
+namespace {
+
+constexpr int kInit = 0, kTarget = 1;
+constexpr uint32_t kAway = 0x9A0001u, kDone = 0x9A0002u;
+constexpr size_t kBig = 1u << 20;
+constexpr uint64_t kTag = 0x9A9A;
+constexpr double kAwaySecs = 5.0;   // the target makes no progress call this long
+constexpr double kBoundSecs = 4.0;  // every operation completes within this
+
+// Target memory: a write area, a read area, a small write, a small read,
+// three atomic words.
+constexpr size_t kWriteOff = 0, kReadOff = kBig, kSmallWrOff = 2 * kBig, kSmallRdOff = 2 * kBig + 64,
+                 kAtomOff = 2 * kBig + 128, kMemLen = 2 * kBig + 4096;
+constexpr uint32_t kSeedWrite = 11, kSeedRead = 12, kSeedSmallWr = 13, kSeedSmallRd = 14, kSeedMsg = 15;
+constexpr uint64_t kSum0 = 1000, kFetch0 = 2000, kCas0 = 3000;
+
+std::string prov_var(const char* knob) {
+    std::string p = g_opt.prov;
+    for (char& ch : p) ch = (char)toupper((unsigned char)ch);
+    return "FI_" + p + "_" + knob;
+}
+
+// ---------------------------------------------------------------- getinfo
+int getinfo_progress(fi_progress want, fi_progress* ctrl, fi_progress* data) {
+    EpConfig cfg;
+    cfg.progress = want;
+    fi_info* hints = make_hints(cfg);
+    fi_info* info = nullptr;
+    int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &info);
+    fi_freeinfo(hints);
+    if (rc == 0) {
+        FT_CHECK(info, "fi_getinfo returned 0 and no entry");
+        *ctrl = info->domain_attr->control_progress;
+        *data = info->domain_attr->data_progress;
+        for (fi_info* i = info; i; i = i->next)
+            FT_CHECK(i->domain_attr->control_progress == *ctrl && i->domain_attr->data_progress == *data,
+                     "entries disagree on progress");
+        fi_freeinfo(info);
+    }
+    return rc;
+}
+
+const char* prog_name(fi_progress p) {
+    switch (p) {
+    case FI_PROGRESS_AUTO: return "AUTO";
+    case FI_PROGRESS_MANUAL: return "MANUAL";
+    case FI_PROGRESS_UNSPEC: return "UNSPEC";
+    default: return "?";
+    }
+}
+
+void case_getinfo() {
+    fi_progress c = FI_PROGRESS_UNSPEC, d = FI_PROGRESS_UNSPEC;
+    int rc = getinfo_progress(FI_PROGRESS_AUTO, &c, &d);
+    FT_CHECK(rc == 0, "fi_getinfo with FI_PROGRESS_AUTO hints: %d (%s)", rc, errstr(rc));
+    FT_CHECK(c == FI_PROGRESS_AUTO && d == FI_PROGRESS_AUTO, "AUTO hints: granted control %s, data %s", prog_name(c),
+             prog_name(d));
+    rc = getinfo_progress(FI_PROGRESS_MANUAL, &c, &d);
+    FT_CHECK(rc == 0 && c == FI_PROGRESS_MANUAL && d == FI_PROGRESS_MANUAL,
+             "MANUAL hints: rc %d, control %s, data %s", rc, prog_name(c), prog_name(d));
+    rc = getinfo_progress(FI_PROGRESS_UNSPEC, &c, &d);
+    FT_CHECK(rc == 0 && c == FI_PROGRESS_MANUAL && d == FI_PROGRESS_MANUAL,
+             "UNSPEC hints: rc %d, control %s, data %s (the default is MANUAL)", rc, prog_name(c), prog_name(d));
+    // An endpoint really opens with AUTO.
+    {
+        EpConfig cfg;
+        cfg.progress = FI_PROGRESS_AUTO;
+        Endpoint ep(cfg);
+        FT_EQ(ep.info->domain_attr->data_progress, FI_PROGRESS_AUTO, "data progress of the opened endpoint");
+    }
+    std::string var = prov_var("PROGRESS_THREAD");
+    setenv(var.c_str(), "0", 1);
+    rc = getinfo_progress(FI_PROGRESS_AUTO, &c, &d);
+    FT_CHECK(rc == -FI_ENODATA, "%s=0: fi_getinfo with AUTO hints: expected -FI_ENODATA, got %d (%s)", var.c_str(), rc,
+             errstr(rc));
+    rc = getinfo_progress(FI_PROGRESS_MANUAL, &c, &d);
+    FT_CHECK(rc == 0, "%s=0: fi_getinfo with MANUAL hints: %d (%s)", var.c_str(), rc, errstr(rc));
+    unsetenv(var.c_str());
+    info("AUTO granted as asked, MANUAL by default, AUTO refused with %s=0", var.c_str());
+}
+
+// --------------------------------------------------------- target away
+enum class Away { kSleep, kBusyLock };
+
+void check_target_memory(const uint8_t* mem, const std::vector<uint8_t>& msg, uint64_t fetched_total) {
+    check(mem + kWriteOff, kBig, kSeedWrite, "1 MiB fi_write data at the target");
+    check(mem + kSmallWrOff, 64, kSeedSmallWr, "64-byte fi_write data at the target");
+    const uint64_t* w = reinterpret_cast<const uint64_t*>(mem + kAtomOff);
+    FT_EQ(w[0], kSum0 + 5, "word updated by fi_atomic(FI_SUM, 5)");
+    FT_EQ(w[1], kFetch0 + 7, "word updated by fi_fetch_atomic(FI_SUM, 7)");
+    FT_EQ(w[2], 0xCA5ull, "word swapped by fi_compare_atomic(FI_CSWAP)");
+    check(msg.data(), kBig, kSeedMsg, "1 MiB rendezvous message in the posted receive");
+    (void)fetched_total;
+}
+
+void run_target(Endpoint& ep, Away how) {
+    auto* mem = static_cast<uint8_t*>(aligned_alloc(4096, kMemLen));
+    memset(mem, 0, kMemLen);
+    fill(mem + kReadOff, kBig, kSeedRead);
+    fill(mem + kSmallRdOff, 64, kSeedSmallRd);
+    uint64_t* w = reinterpret_cast<uint64_t*>(mem + kAtomOff);
+    w[0] = kSum0;
+    w[1] = kFetch0;
+    w[2] = kCas0;
+    Region r(ep, mem, kMemLen, FI_REMOTE_READ | FI_REMOTE_WRITE, 0x9A);
+    std::vector<uint8_t> msg(kBig);
+    OpCtx rctx;
+    ep.post("fi_trecv 1 MiB", [&] {
+        return fi_trecv(ep.ep, msg.data(), kBig, nullptr, FI_ADDR_UNSPEC, kTag, 0, &rctx.fctx);
+    });
+    fid_cntr* cntr = nullptr;
+    if (how == Away::kBusyLock) {
+        fi_cntr_attr attr{};
+        attr.events = FI_CNTR_EVENTS_COMP;
+        FT_CALL(fi_cntr_open(ep.domain, &attr, &cntr, nullptr));
+        ep.adopt(&cntr->fid);
+    }
+    send_remote(kInit, r.remote());
+    signal_peer(kInit, kAway);
+    // From here until the check, no libfabric call that progresses.
+    const double t0 = now_s();
+    long adds = 0;
+    if (how == Away::kSleep) {
+        double left;
+        while ((left = kAwaySecs - (now_s() - t0)) > 0) usleep((useconds_t)(left * 1e6));
+    } else {
+        while (now_s() - t0 < kAwaySecs) {
+            for (int i = 0; i < 64; ++i) (void)fi_cntr_add(cntr, 1);
+            adds += 64;
+        }
+    }
+    check_target_memory(mem, msg, 0);
+    if (how == Away::kBusyLock) info("target: %ld fi_cntr_add calls in %.1f s", adds, kAwaySecs);
+    // The receive completed while the application was away: its entry is there.
+    Comp c = ep.expect_ok(&rctx, "the 1 MiB receive", 1.0);
+    FT_EQ(c.len, kBig, "length of the received message");
+    wait_signal_progress(ep, kInit, kDone);
+    barrier([&] { ep.progress(); });
+    r.close();
+    free(mem);
+}
+
+void run_initiator(Endpoint& ep, fi_addr_t target) {
+    RemoteMr rm = recv_remote(ep, kTarget);
+    std::vector<uint8_t> wbig(kBig), rbig(kBig), msg(kBig);
+    uint8_t wsmall[64], rsmall[64];
+    fill(wbig.data(), kBig, kSeedWrite);
+    fill(wsmall, 64, kSeedSmallWr);
+    fill(msg.data(), kBig, kSeedMsg);
+    const uint64_t five = 5, seven = 7, cas_new = 0xCA5, cas_cmp = kCas0;
+    uint64_t fetched = 0, cas_old = 0;
+    OpCtx ctx[8];
+    const char* what[8] = {"fi_write 64 B",   "fi_write 1 MiB",          "fi_read 64 B",
+                           "fi_read 1 MiB",   "fi_atomic(FI_SUM)",       "fi_fetch_atomic(FI_SUM)",
+                           "fi_compare_atomic(FI_CSWAP)", "fi_tsend 1 MiB (rendezvous)"};
+    wait_signal_progress(ep, kTarget, kAway);
+    const double t0 = now_s();
+    ep.post(what[0], [&] { return fi_write(ep.ep, wsmall, 64, nullptr, target, rm.at(kSmallWrOff), rm.key, &ctx[0].fctx); });
+    ep.post(what[1], [&] { return fi_write(ep.ep, wbig.data(), kBig, nullptr, target, rm.at(kWriteOff), rm.key, &ctx[1].fctx); });
+    ep.post(what[2], [&] { return fi_read(ep.ep, rsmall, 64, nullptr, target, rm.at(kSmallRdOff), rm.key, &ctx[2].fctx); });
+    ep.post(what[3], [&] { return fi_read(ep.ep, rbig.data(), kBig, nullptr, target, rm.at(kReadOff), rm.key, &ctx[3].fctx); });
+    ep.post(what[4], [&] {
+        return fi_atomic(ep.ep, &five, 1, nullptr, target, rm.at(kAtomOff), rm.key, FI_UINT64, FI_SUM, &ctx[4].fctx);
+    });
+    ep.post(what[5], [&] {
+        return fi_fetch_atomic(ep.ep, &seven, 1, nullptr, &fetched, nullptr, target, rm.at(kAtomOff + 8), rm.key,
+                               FI_UINT64, FI_SUM, &ctx[5].fctx);
+    });
+    ep.post(what[6], [&] {
+        return fi_compare_atomic(ep.ep, &cas_new, 1, nullptr, &cas_cmp, nullptr, &cas_old, nullptr, target,
+                                 rm.at(kAtomOff + 16), rm.key, FI_UINT64, FI_CSWAP, &ctx[6].fctx);
+    });
+    ep.post(what[7], [&] { return fi_tsend(ep.ep, msg.data(), kBig, nullptr, target, kTag, &ctx[7].fctx); });
+    double last = 0;
+    for (int i = 0; i < 8; ++i) {
+        double left = kBoundSecs - (now_s() - t0);
+        Comp c = ep.wait_ctx(&ctx[i], what[i], left > 0.01 ? left : 0.01);
+        FT_CHECK(!c.is_err, "%s to a target that makes no libfabric call: %s", what[i], describe(c).c_str());
+        last = std::max(last, now_s() - t0);
+    }
+    check(rsmall, 64, kSeedSmallRd, "64 bytes read");
+    check(rbig.data(), kBig, kSeedRead, "1 MiB read");
+    FT_EQ(fetched, kFetch0, "value returned by fi_fetch_atomic");
+    FT_EQ(cas_old, kCas0, "value returned by fi_compare_atomic");
+    info("8 operations on a target away from libfabric all completed in %.3f s (bound %.1f s, target away %.1f s)",
+         last, kBoundSecs, kAwaySecs);
+    signal_peer(kTarget, kDone);
+    barrier([&] { ep.progress(); });
+}
+
+void case_target_away(Away how) {
+    EpConfig cfg = one_sided_config(kMrVirt);
+    cfg.progress = FI_PROGRESS_AUTO;
+    Endpoint ep(cfg);
+    FT_EQ(ep.info->domain_attr->data_progress, FI_PROGRESS_AUTO, "granted data progress");
+    auto addr = connect_all(ep);
+    if (rank() == kTarget) run_target(ep, how);
+    else run_initiator(ep, addr[kTarget]);
+}
+
+// --------------------------------------------------------------- idle_cpu
+double cpu_s() {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+           ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6;
+}
+
+void case_idle_cpu() {
+    for (fi_progress p : {FI_PROGRESS_AUTO, FI_PROGRESS_MANUAL}) {
+        EpConfig cfg;
+        cfg.progress = p;
+        Endpoint ep(cfg);
+        auto addr = connect_all(ep);
+        // One exchange, so that the peers know each other.
+        auto rx = post_recv(ep, 64, true, 0x1D1E);
+        barrier([&] { ep.progress(); });
+        auto tx = post_send(ep, addr[1 - rank()], 64, 3, true, 0x1D1E);
+        complete_send(ep, *tx);
+        RecvExpect e;
+        e.len = 64;
+        e.seed = 3;
+        complete_recv(ep, *rx, e);
+        barrier([&] { ep.progress(); });
+        usleep(20000);  // the progress thread notices the application is away
+        const double c0 = cpu_s(), t0 = now_s();
+        usleep(2000000);
+        const double used = cpu_s() - c0, el = now_s() - t0;
+        info("%s progress: %.1f ms of CPU during %.2f s away from libfabric", prog_name(p), used * 1e3, el);
+        FT_CHECK(used < 0.040, "%s progress: an idle process used %.1f ms of CPU in %.2f s (bound 40 ms)",
+                 prog_name(p), used * 1e3, el);
+        barrier([&] { ep.progress(); });
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return run_main(argc, argv,
+                    {
+                        {"getinfo", 1, case_getinfo},
+                        {"target_sleeps", 2, [] { case_target_away(Away::kSleep); }},
+                        {"busy_lock", 2, [] { case_target_away(Away::kBusyLock); }},
+                        {"idle_cpu", 2, case_idle_cpu},
+                    });
+}
