@@ -1,8 +1,14 @@
 #include "eth_iface.hpp"
 
 #include <dirent.h>
+#include <linux/capability.h>
 #include <net/if.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <mutex>
 
 #include <climits>
 #include <cstdio>
@@ -68,7 +74,29 @@ std::string describe(const std::string& name, Iface* out) {
   return "";
 }
 
+// Whether CAP_NET_RAW is in the effective set (true when capget fails: the
+// probe decides then).
+bool cap_net_raw_effective() {
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capget, &hdr, data) != 0) return true;
+  return data[CAP_NET_RAW / 32].effective & (1u << (CAP_NET_RAW % 32));
+}
+
 }  // namespace
+
+std::string packet_socket_unavailable() {
+  static std::mutex mu;
+  static int kept = -1;  // a probe socket that opened, never closed
+  std::lock_guard<std::mutex> g(mu);
+  if (kept >= 0 && cap_net_raw_effective()) return "";
+  int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return errno == EPERM ? "raw packet sockets need CAP_NET_RAW" : std::string("AF_PACKET: ") + strerror(errno);
+  if (kept < 0) kept = fd;
+  else close(fd);  // (CAP_NET_RAW came back after capget said it was gone)
+  return "";
+}
 
 std::vector<Iface> find_ifaces(const std::string& list, std::vector<std::string>* skipped) {
   std::vector<std::string> names;

@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include <rdma/fi_errno.h>
 #include <rdma/providers/fi_prov.h>
 
+#include "base/clock.hpp"
 #include "base/host_id.hpp"
 #include "base/log.hpp"
 #include "base/param.hpp"
@@ -70,6 +72,10 @@ const ParamSpec kParams[] = {
     {"rx_ring_kb", T::kSize, "AF_PACKET receive ring size per endpoint, KiB", "4096"},
     {"tx_ring_kb", T::kSize, "AF_PACKET transmit ring size per endpoint, KiB", "1024"},
     {"host_id", T::kString, "override of the host id (hex) that names this machine in addresses (tests)", ""},
+    {"iface_cache_ms", T::kInt,
+     "how long fi_getinfo reuses its scan of the interfaces, in ms (0: scan on every call); a change of "
+     "FI_PMETH_IFACE, _BACKEND, _TX_SIZE or _RX_SIZE rescans at once",
+     "1000"},
 };
 
 constexpr uint32_t kProvVersion = FI_VERSION(1, 0);
@@ -100,8 +106,9 @@ std::string join(const std::vector<std::string>& v, char sep) {
 }
 
 // The interfaces of a comma-separated list (empty: discovery); with the
-// loopback backend, in-process segments of those names.
-std::vector<Iface> describe_ifaces(const std::string& list) {
+// loopback backend, in-process segments of those names. Why an interface
+// was left out goes to *notes (logged at info level).
+std::vector<Iface> describe_ifaces(const std::string& list, std::vector<std::string>* notes) {
   std::vector<Iface> out;
   if (loopback_backend()) {
     for (const std::string& n : split(list.empty() ? "loop0" : list, ',')) {
@@ -116,7 +123,7 @@ std::vector<Iface> describe_ifaces(const std::string& list) {
   }
   std::vector<std::string> skipped;
   out = find_ifaces(list, &skipped);
-  for (const std::string& s : skipped) PM_INFO(FI_LOG_CORE, "interface %s", s.c_str());
+  for (const std::string& s : skipped) notes->push_back("interface " + s);
   return out;
 }
 
@@ -180,14 +187,56 @@ class PmEth final : public ProviderDef {
     return mtu > 2 * 48 + 64 ? mtu - 2 * 48 : 64;
   }
 
+  // The interface scan is cached: fi_getinfo is called often (MPI
+  // start-up, every fabtests case), and reading sysfs and hwloc each time
+  // costs. The cache lasts iface_cache_ms, and any change of the knobs the
+  // templates depend on rescans at once. Its info-level notes (why an
+  // interface was left out) are logged on every call.
   fi_info* templates(std::string* why) override {
     if (!loopback_backend()) {
-      UniqueFd probe(socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0));
-      if (!probe) {
-        *why = errno == EPERM ? "raw packet sockets need CAP_NET_RAW" : std::string("AF_PACKET: ") + strerror(errno);
+      std::string no = packet_socket_unavailable();
+      if (!no.empty()) {
+        *why = no;
         return nullptr;
       }
     }
+    std::string key = g_params.get_string("iface") + '\n' + g_params.get_string("backend") + '\n' +
+                      std::to_string(g_params.get_size("tx_size")) + '\n' +
+                      std::to_string(g_params.get_size("rx_size"));
+    uint64_t ttl = uint64_t(std::max(0LL, g_params.get_int("iface_cache_ms"))) * 1000000ull;
+    std::lock_guard<std::mutex> g(cache_mu_);
+    uint64_t now = now_ns();
+    if (!cache_built_ || key != cache_key_ || now - cache_time_ >= ttl) {
+      fi_freeinfo(cache_);
+      cache_notes_.clear();
+      cache_why_.clear();
+      cache_ = build_templates(&cache_why_, &cache_notes_);
+      cache_key_ = key;
+      cache_time_ = now;
+      cache_built_ = true;
+    }
+    for (const std::string& n : cache_notes_) PM_INFO(FI_LOG_CORE, "%s", n.c_str());
+    if (!cache_) {
+      *why = cache_why_;
+      return nullptr;
+    }
+    fi_info* head = nullptr;
+    fi_info** tail = &head;
+    for (const fi_info* t = cache_; t; t = t->next) {
+      fi_info* c = fi_dupinfo(t);
+      if (!c) {
+        fi_freeinfo(head);
+        *why = "out of memory";
+        return nullptr;
+      }
+      c->next = nullptr;
+      *tail = c;
+      tail = &c->next;
+    }
+    return head;
+  }
+
+  fi_info* build_templates(std::string* why, std::vector<std::string>* notes) {
     // Entries a+b+.. name trunks; other entries single interfaces, of which
     // two or more also make one trunk of the first kMaxRails.
     std::vector<std::string> singles, trunk_lists;
@@ -195,7 +244,7 @@ class PmEth final : public ProviderDef {
       (e.find('+') != std::string::npos ? trunk_lists : singles).push_back(e);
     bool named = !singles.empty() || !trunk_lists.empty();
     std::vector<Iface> ifaces;
-    if (!named || !singles.empty()) ifaces = describe_ifaces(join(singles, ','));
+    if (!named || !singles.empty()) ifaces = describe_ifaces(join(singles, ','), notes);
     // Nearest NICs first (a stable order otherwise).
     std::vector<NicDesc> nics;
     for (const Iface& i : ifaces) nics.push_back(i.nic);
@@ -211,9 +260,9 @@ class PmEth final : public ProviderDef {
       ifaces.push_back(make_trunk({ifaces.begin(), ifaces.begin() + long(std::min(ifaces.size(), kMaxRails))}));
     for (const std::string& t : trunk_lists) {
       std::vector<std::string> names = split(t, '+');
-      std::vector<Iface> rails = describe_ifaces(join(names, ','));
+      std::vector<Iface> rails = describe_ifaces(join(names, ','), notes);
       if (rails.size() != names.size() || rails.size() > kMaxRails) {
-        PM_INFO(FI_LOG_CORE, "trunk %s: needs 2 to %zu usable interfaces", t.c_str(), kMaxRails);
+        notes->push_back("trunk " + t + ": needs 2 to " + std::to_string(kMaxRails) + " usable interfaces");
         continue;
       }
       ifaces.push_back(make_trunk(rails));
@@ -318,6 +367,14 @@ class PmEth final : public ProviderDef {
     }
     return CompositeDevice::open(std::move(eth), std::move(shm), err);
   }
+
+ private:
+  std::mutex cache_mu_;
+  bool cache_built_ = false;
+  fi_info* cache_ = nullptr;  // the templates, or nullptr with cache_why_
+  std::string cache_why_, cache_key_;
+  std::vector<std::string> cache_notes_;
+  uint64_t cache_time_ = 0;
 };
 
 PmEth g_pmeth;
