@@ -261,7 +261,8 @@ void* Domain::helper_main(void* self) {
 // it keeps trying while the application makes no progress call of its own,
 // so an application that holds the lock in a tight loop of calls that do
 // not progress (posts that return -FI_EAGAIN, counter updates) cannot starve
-// it; otherwise one try. Never blocks: it gives up when told to stop.
+// it; otherwise one try. Spins, then yields, then naps 50 us between tries.
+// Never blocks: it gives up when told to stop.
 bool Domain::helper_lock(bool insist, uint64_t seen) {
   for (unsigned i = 0;; i++) {
     if (mu_.try_lock()) return true;
@@ -271,8 +272,12 @@ bool Domain::helper_lock(bool insist, uint64_t seen) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #endif
-    } else {
+    } else if (i < 1024) {
       sched_yield();
+    } else {
+      // Held for long (an fi_close draining its endpoint): stop burning a CPU.
+      timespec ts{0, 50000};
+      nanosleep(&ts, nullptr);
     }
   }
 }
