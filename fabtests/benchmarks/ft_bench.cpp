@@ -36,7 +36,7 @@ bool BenchCq::take(void* ctx) {
 
 void BenchCq::poll() {
     fi_cq_tagged_entry e[16];
-    ssize_t n = fi_cq_read(ep_.cq, e, 16);
+    ssize_t n = sread_ ? fi_cq_sread(ep_.cq, e, 16, nullptr, 100) : fi_cq_read(ep_.cq, e, 16);
     if (n > 0) {
         for (ssize_t i = 0; i < n; ++i) done_.push_back(e[i].op_context);
         return;

@@ -24,7 +24,9 @@ inline bool verify_mode() { return g_opt.verbose; }  // -v verifies every payloa
 // completed contexts, so waits for specific operations cost little.
 class BenchCq {
 public:
-    explicit BenchCq(Endpoint& ep) : ep_(ep) {}
+    // sread: block in fi_cq_sread (the CQ needs a wait object) instead of
+    // spinning on fi_cq_read.
+    explicit BenchCq(Endpoint& ep, bool sread = false) : ep_(ep), sread_(sread) {}
     void wait(void* ctx, const char* what, double timeout_s = kWait);
     void wait_all(const std::vector<OpCtx>& ctxs, size_t n, const char* what);
     void poll();
@@ -48,6 +50,7 @@ public:
 private:
     bool take(void* ctx);
     Endpoint& ep_;
+    bool sread_;
     std::vector<void*> done_;
 };
 
