@@ -71,7 +71,7 @@ void Domain::add_ep(Endpoint* ep) {
     epoll_event ev{EPOLLIN, {.ptr = ep}};
     epoll_ctl(dev_epfd_, EPOLL_CTL_ADD, ep->device().wait_fd(), &ev);
   }
-  if (armed_) ep->device().arm_wait(true);
+  if (armed_.load(std::memory_order_relaxed)) ep->device().arm_wait(true);
 }
 
 void Domain::remove_ep(Endpoint* ep) {
@@ -79,11 +79,13 @@ void Domain::remove_ep(Endpoint* ep) {
   if (it == eps_.end()) return;
   eps_.erase(it);
   if (dev_epfd_ >= 0) epoll_ctl(dev_epfd_, EPOLL_CTL_DEL, ep->device().wait_fd(), nullptr);
-  if (armed_) ep->device().arm_wait(false);
+  if (armed_.load(std::memory_order_relaxed)) ep->device().arm_wait(false);
 }
 
 void Domain::arm_devices(bool on) {
-  if (on ? armed_++ == 0 : --armed_ == 0)
+  int n = armed_.load(std::memory_order_relaxed);
+  armed_.store(on ? n + 1 : n - 1, std::memory_order_relaxed);
+  if (on ? n == 0 : n == 1)
     for (Endpoint* ep : eps_) ep->device().arm_wait(on);
 }
 
@@ -338,6 +340,9 @@ void Domain::helper_loop() {
       seen = calls;
       continue;
     }
+    // With manual progress, an application thread asleep in fi_cq_sread or
+    // fi_cntr_wait is in libfabric and progresses on arrivals itself.
+    if (!auto_ && armed_.load(std::memory_order_relaxed) > 0) continue;
     if (!helper_lock(auto_, seen)) continue;
     // Serving: a whole interval without a progress call. Progress, then
     // sleep on the devices (armed) until something arrives, a timer is due,

@@ -115,7 +115,9 @@ class Domain {
   // Written under the lock only (a plain increment, no locked instruction);
   // read by the helper without it.
   std::atomic<uint64_t> progress_calls_{0};
-  int armed_ = 0;          // sleeping waiters (arm_devices)
+  // Sleeping waiters (arm_devices); changed under the lock, read by the
+  // helper without it.
+  std::atomic<int> armed_{0};
   int dev_epfd_ = -1;      // devices_fd()
 
   // helper
