@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include <sys/random.h>
 
@@ -35,20 +37,57 @@ Domain::Domain(Fabric& fab, const fi_info& in, void* context) : fabric(fab), inf
   box_.fid.mr = const_cast<fi_ops_mr*>(&kDomainMrOps);
 }
 
+namespace {
+// Domains whose helper thread runs: no such thread may outlive the DSO.
+// Immortal (never destroyed): it is used while the process exits, when
+// static objects may be gone already.
+struct Helpers {
+  std::mutex mu;
+  std::vector<Domain*> domains;
+};
+Helpers& helpers() {
+  static Helpers* h = new Helpers;
+  return *h;
+}
+std::once_flag g_stop_at_exit;
+}  // namespace
+
 Domain::~Domain() {
-  if (helper_.joinable()) {
-    {
-      std::lock_guard<std::mutex> g(helper_mu_);
-      helper_stop_ = true;
-    }
-    helper_cv_.notify_all();
-    helper_.join();
+  {
+    Helpers& h = helpers();
+    std::lock_guard<std::mutex> g(h.mu);
+    h.domains.erase(std::remove(h.domains.begin(), h.domains.end(), this), h.domains.end());
   }
+  stop_helper();
   fi_freeinfo(info);
 }
 
+void Domain::stop_helper() noexcept {
+  if (!helper_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> g(helper_mu_);
+    helper_stop_ = true;
+  }
+  helper_cv_.notify_all();
+  helper_.join();
+}
+
+void Domain::stop_all_helpers() noexcept {
+  Helpers& h = helpers();
+  std::lock_guard<std::mutex> g(h.mu);
+  for (Domain* d : h.domains) d->stop_helper();
+  h.domains.clear();
+}
+
+// Called by libfabric before it unloads us (pm_cleanup) and, for an exit()
+// with domains open, from an atexit handler registered after our static
+// objects were built (so it runs before they are destroyed).
 void Domain::start_helper(unsigned interval_us) {
   if (helper_.joinable() || interval_us == 0) return;
+  std::call_once(g_stop_at_exit, [] { atexit([] { Domain::stop_all_helpers(); }); });
+  Helpers& h = helpers();
+  std::lock_guard<std::mutex> g(h.mu);
+  h.domains.push_back(this);
   helper_ = std::thread([this, interval_us] { helper_loop(interval_us); });
 }
 

@@ -57,6 +57,9 @@ class Domain {
   // calls, it runs progress every interval so that retransmissions,
   // acknowledgements and streamed transfers keep moving.
   void start_helper(unsigned interval_us);
+  // Stops and joins every domain's helper: libfabric is about to unload the
+  // provider (fi_fini at exit), possibly with domains still open.
+  static void stop_all_helpers() noexcept;
 
   void add_ep(Endpoint* ep) { eps_.push_back(ep); }
   void remove_ep(Endpoint* ep);
@@ -84,6 +87,7 @@ class Domain {
   bool virt_addr_ = false;
 
   void helper_loop(unsigned interval_us);
+  void stop_helper() noexcept;
   std::atomic<uint64_t> progress_calls_{0};
   std::thread helper_;
   std::mutex helper_mu_;

@@ -9,6 +9,7 @@
 #include "abi/fid_box.hpp"
 #include "base/log.hpp"
 #include "base/param.hpp"
+#include "core/domain.hpp"
 #include "core/provider.hpp"
 
 namespace pm {
@@ -163,7 +164,9 @@ int pm_fabric(fi_fabric_attr* attr, fid_fabric** fabric, void* context) noexcept
   return fabric_open(attr, fabric, context);
 }
 
-void pm_cleanup() noexcept {}
+// libfabric unloads the provider (fi_fini, also at exit with objects still
+// open): no thread of ours may run its code afterwards.
+void pm_cleanup() noexcept { Domain::stop_all_helpers(); }
 
 }  // namespace
 
