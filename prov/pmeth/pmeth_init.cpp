@@ -267,7 +267,9 @@ class PmEth final : public ProviderDef {
     std::unique_ptr<EthDevice> eth = EthDevice::open(dc, std::move(rails), wc.ep_id, err);
     if (!eth) return nullptr;
     if (!dc.reliable || !(info.caps & FI_LOCAL_COMM) || !g_params.get_bool("shm")) return eth;
-    std::unique_ptr<shm::ShmDevice> shm = shm::ShmDevice::open(shm::DeviceConfig::defaults(), dc.host, err);
+    shm::DeviceConfig sc = shm::DeviceConfig::defaults();
+    sc.claim_timeout_ms = int(g_params.get_int("peer_timeout_ms"));
+    std::unique_ptr<shm::ShmDevice> shm = shm::ShmDevice::open(sc, dc.host, err);
     if (!shm) {
       PM_WARN(FI_LOG_EP_CTRL, "no shared-memory path for same-host peers (%s); they go through Ethernet",
               fi_strerror(-*err));
