@@ -246,7 +246,7 @@ void ShmDevice::found_dead(Peer& p, const char* why) noexcept {
 // position claimed before we found it dead: its last packets (the end of
 // a message whose send completed) are delivered before its operations fail.
 bool ShmDevice::peer_alive(PeerId peer) noexcept {
-  if (peer >= peers_.size()) return false;
+  if (own_broken_ || peer >= peers_.size()) return false;
   Peer& p = peers_[peer];
   if (!p.dead) {
     if (!p.region.mapped()) {
@@ -255,8 +255,9 @@ bool ShmDevice::peer_alive(PeerId peer) noexcept {
       if (rc && !p.dead) return false;
     }
     if (!p.dead) {
-      if (p.region.owner_alive()) return true;
-      found_dead(p, "died");
+      if (p.region.broken()) found_dead(p, "has a truncated region (another process shrank its file)");
+      else if (p.region.owner_alive()) return true;
+      else found_dead(p, "died");
     }
   }
   if (head_ < p.dead_tail) return true;
@@ -284,14 +285,14 @@ std::string ShmDevice::stats() const {
   snprintf(buf, sizeof buf,
            "%s tx_pkts=%llu inline=%llu chunk=%llu rx_pkts=%llu cma_reads=%llu cma_bytes=%llu "
            "queue_full=%llu no_chunk=%llu wakes=%llu dropped=%llu held=%llu skipped=%llu intro_full=%llu "
-           "region_bytes=%zu",
+           "broken=%d region_bytes=%zu",
            format_name(name_).c_str(), (unsigned long long)st_.tx_pkts,
            (unsigned long long)st_.tx_inline, (unsigned long long)st_.tx_chunk,
            (unsigned long long)st_.rx_pkts, (unsigned long long)st_.cma_reads,
            (unsigned long long)st_.cma_bytes, (unsigned long long)st_.full_queue,
            (unsigned long long)st_.no_chunk, (unsigned long long)st_.wakes,
            (unsigned long long)st_.dropped, (unsigned long long)st_.held, (unsigned long long)st_.skipped,
-           (unsigned long long)st_.intro_full, own_.size());
+           (unsigned long long)st_.intro_full, own_broken_ ? 1 : 0, own_.size());
   return buf;
 }
 

@@ -96,6 +96,7 @@ class ShmDevice final : public Device {
   const void* chunk_payload(PeerId peer, uint32_t chunk, uint32_t len, std::atomic<uint32_t>** release) noexcept;
   bool skip_dead_claim(uint64_t seq) noexcept;
   void collect_intros(bool check_writers) noexcept;
+  void own_region_broke(PacketSink& sink) noexcept;
   // liveness and single copy (shm_device.cpp)
   void found_dead(Peer& p, const char* why) noexcept;
   bool verify_cma(Peer& p) noexcept;
@@ -112,6 +113,8 @@ class ShmDevice final : public Device {
   PeerId last_peer_ = kNoPeer;
   bool cma_self_ = false;
   bool fence_free_ = false;  // registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED
+  bool own_broken_ = false;  // our region was truncated: we cannot receive any more
+  bool own_reported_ = false;  // ... and the peers' sessions were reset for it
   uint8_t alias_len_ = 0;
   uint8_t alias_[kAliasMax] = {};
   uint64_t stuck_pos_ = UINT64_MAX;  // head position seen claimed but unpublished

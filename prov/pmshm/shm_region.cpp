@@ -96,6 +96,7 @@ Region& Region::operator=(Region&& o) noexcept {
     path_ = std::move(o.path_);
     dir_ = std::move(o.dir_);
     uid_ = o.uid_;
+    guard_ = std::exchange(o.guard_, -1);
     track_ = std::exchange(o.track_, -1);
     owner_ = std::exchange(o.owner_, false);
   }
@@ -106,7 +107,7 @@ Region::~Region() { unmap(); }
 
 // Owner: a busy chunk whose receiver still lives may yet be read.
 bool Region::chunks_pending() const {
-  if (!base_) return false;
+  if (!base_ || broken()) return false;
   const ChunkState* s = states();
   for (uint32_t i = 0; i < layout_.chunks; i++) {
     if (!s[i].busy.load(std::memory_order_acquire)) continue;
@@ -130,10 +131,16 @@ void Region::unmap() {
       unlink((path_ + ".wake").c_str());
     }
   }
-  if (base_) munmap(base_, size_);
+  if (base_) {
+    unguard_mapping(guard_);
+    munmap(base_, size_);
+  }
+  guard_ = -1;
   base_ = nullptr;
   owner_ = false;
 }
+
+bool Region::broken() const { return mapping_broken(guard_); }
 
 int Region::create(const RegionConfig& cfg, uint64_t key, uint64_t host, bool fence_free) {
   Layout l = plan_layout(cfg);
@@ -172,6 +179,7 @@ int Region::create(const RegionConfig& cfg, uint64_t key, uint64_t host, bool fe
   base_ = base;
   size_ = l.size;
   layout_ = l;
+  guard_ = guard_mapping(base_, size_);
   fd_ = std::move(fd);
 
   std::string wake = path + ".wake";
@@ -228,8 +236,10 @@ int Region::open(const std::string& dir, uint32_t uid, uint64_t key) {
   if (size_t(st.st_size) < kHdrBytes) return -FI_ENOENT;  // being created (or bogus)
   void* base = mmap(nullptr, size_t(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (base == MAP_FAILED) return -FI_ENOMEM;
+  // Guarded before the first access: the file may shrink under us any time.
   base_ = base;
   size_ = size_t(st.st_size);
+  guard_ = guard_mapping(base_, size_);
   auto* h = static_cast<RegionHdr*>(base);
   if (__atomic_load_n(&h->info.magic, __ATOMIC_ACQUIRE) == 0) {  // still being set up
     unmap();
@@ -238,7 +248,7 @@ int Region::open(const std::string& dir, uint32_t uid, uint64_t key) {
   RegionInfo copy;
   memcpy(&copy, &h->info, sizeof copy);
   Layout l;
-  if (!validate_layout(copy, uint64_t(st.st_size), &l) || copy.key != key) {
+  if (broken() || !validate_layout(copy, uint64_t(st.st_size), &l) || copy.key != key) {
     unmap();
     return -FI_EINVAL;
   }

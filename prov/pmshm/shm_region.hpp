@@ -35,6 +35,8 @@ bool validate_layout(const RegionInfo& h, uint64_t file_size, Layout* out);
 std::string region_path(const std::string& dir, uint32_t uid, uint64_t key);
 
 // A mapping of a region file; the owner's also holds the flock and the FIFO.
+// Mappings are guarded: if the file is truncated under them, accesses past
+// the end read zeros instead of killing the process, and broken() says so.
 class Region {
  public:
   Region() = default;
@@ -48,6 +50,8 @@ class Region {
   int open(const std::string& dir, uint32_t uid, uint64_t key);
   // A peer region: true while its owner holds its lock.
   bool owner_alive() const;
+  // A SIGBUS hit the mapping: the file was truncated by someone.
+  bool broken() const;
 
   RegionHdr* hdr() const { return static_cast<RegionHdr*>(base_); }
   // The header's plain part as validated when the region was mapped.
@@ -82,6 +86,7 @@ class Region {
   std::string path_;
   std::string dir_;
   uint32_t uid_ = 0;
+  int guard_ = -1;     // shm_signals.hpp mapping guard
   int track_ = -1;     // owner: files unlinked at exit / fatal signals
   bool owner_ = false;
 };

@@ -104,8 +104,15 @@ const void* ShmDevice::chunk_payload(PeerId peer, uint32_t chunk, uint32_t len,
     p.region = std::move(r);
   }
   const Region& r = p.region;
-  if (chunk >= r.chunk_count() || len > r.chunk_size()) return nullptr;
+  if (chunk >= r.chunk_count() || len > r.chunk_size() || r.broken()) return nullptr;
   char* data = r.chunk(chunk);
+  // A file truncated under the chunk faults here, on its last byte (and is
+  // patched with zero pages), rather than in the middle of the copy.
+  if (len) {
+    volatile char last = data[len - 1];
+    (void)last;
+    if (r.broken()) return nullptr;
+  }
   *release = &r.states()[chunk].busy;
   return data;
 }
@@ -122,7 +129,7 @@ bool ShmDevice::skip_dead_claim(uint64_t seq) noexcept {
     stuck_since_ns_ = now;
     return false;
   }
-  if (now - stuck_since_ns_ < uint64_t(cfg_.claim_timeout_ms) * 1000000ull) return false;
+  if (now - stuck_since_ns_ < uint64_t(cfg_.claim_timeout_ms) * 1000000ull || own_.broken()) return false;
   stuck_since_ns_ = now;  // next look one timeout later
   uint32_t pid = seq_pid(seq);
   if (claimant_alive(cfg_.region.dir, name_.uid, pid)) return false;
@@ -179,7 +186,21 @@ void ShmDevice::collect_intros(bool check_writers) noexcept {
   }
 }
 
+void ShmDevice::own_region_broke(PacketSink& sink) noexcept {
+  own_broken_ = true;
+  own_reported_ = true;
+  PM_WARN(FI_LOG_EP_CTRL,
+          "%s: another process truncated this endpoint's region %s; it can no longer receive, and "
+          "every operation waiting on a peer fails",
+          format_name(name_).c_str(), own_.path().c_str());
+  for (PeerId i = 0; i < peers_.size(); i++) sink.on_peer_reset(i);
+}
+
 int ShmDevice::poll(PacketSink& sink, int budget) noexcept {
+  if (own_broken_) {
+    if (!own_reported_) own_region_broke(sink);
+    return 0;
+  }
   Cell* cells = own_.cells();
   int n = 0;
   while (n < budget) {
@@ -234,11 +255,13 @@ int ShmDevice::poll(PacketSink& sink, int budget) noexcept {
       st_.dropped++;
       PM_WARN(FI_LOG_EP_DATA, "dropping a malformed packet or one from an unknown sender");
     }
-    // A chunk that could not be read (its region is gone or bogus): the
-    // message is lost, the session with its sender is over.
-    if (peer != kNoPeer && !ok && fmt == kFmtFull && !peers_[peer].reset_sent) {
+    // A chunk that could not be read (its region is gone, shrunk or bogus),
+    // or that broke while it was read: the message is lost, the session
+    // with its sender is over. peers_ may have grown in the callback.
+    if (peer != kNoPeer && ((!ok && fmt == kFmtFull) || (release && peers_[peer].region.broken())) &&
+        !peers_[peer].reset_sent) {
       peers_[peer].reset_sent = true;
-      found_dead(peers_[peer], "left a bounce chunk that cannot be read (its region is gone)");
+      found_dead(peers_[peer], "left a bounce chunk that cannot be read (its region is gone or truncated)");
       sink.on_peer_reset(peer);
     }
     if (release) release->store(0, std::memory_order_release);
@@ -246,6 +269,7 @@ int ShmDevice::poll(PacketSink& sink, int budget) noexcept {
     n++;
   }
   if (n) own_.hdr()->head.store(head_, std::memory_order_release);
+  if (own_.broken()) own_region_broke(sink);
   if (intro_gc_pending_ && n) collect_intros(false);
   return n;
 }

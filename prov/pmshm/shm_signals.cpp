@@ -1,9 +1,11 @@
 #include "shm_signals.hpp"
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +19,19 @@ namespace pm::shm {
 namespace {
 enum : uint32_t { kFree, kClaimed, kUsed };
 
+// --- mappings protected from SIGBUS -----------------------------------------
+constexpr int kMaxGuarded = 4096;
+struct Guarded {
+  std::atomic<uint32_t> state;
+  std::atomic<uint32_t> broken;
+  std::atomic<uintptr_t> base;
+  std::atomic<size_t> len;
+};
+Guarded g_guarded[kMaxGuarded];
+std::atomic<int> g_guarded_hw{0};  // slots at and above are free
+uintptr_t g_page = 4096;
+
+// --- regions this process owns ------------------------------------------------
 constexpr int kMaxOwned = 64;
 constexpr int kPathMax = 256;
 struct Owned {
@@ -27,6 +42,7 @@ struct Owned {
 };
 Owned g_owned[kMaxOwned];
 
+// --- fatal signals --------------------------------------------------------------
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
 constexpr size_t kNumSignals = sizeof(kSignals) / sizeof(kSignals[0]);
 struct sigaction g_prev[kNumSignals];
@@ -76,20 +92,81 @@ void on_signal(int sig, siginfo_t* info, void* uc) {
   }
 }
 
+// A SIGBUS inside a region: the file was truncated under the mapping. Zero
+// pages from the faulting page to the end of the mapping let the access
+// complete; the owner of the mapping sees it broken and fails the peer.
+bool repair_mapping(const siginfo_t* info) noexcept {
+  if (!info || info->si_code <= 0) return false;  // sent by kill(), not a fault
+  uintptr_t a = reinterpret_cast<uintptr_t>(info->si_addr);
+  int hw = g_guarded_hw.load(std::memory_order_acquire);
+  for (int i = 0; i < hw; i++) {
+    Guarded& g = g_guarded[i];
+    if (g.state.load(std::memory_order_acquire) != kUsed) continue;
+    uintptr_t base = g.base.load(std::memory_order_relaxed);
+    size_t len = g.len.load(std::memory_order_relaxed);
+    if (a < base || a - base >= len) continue;
+    uintptr_t page = a & ~(g_page - 1);
+    void* r = mmap(reinterpret_cast<void*>(page), base + len - page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (r == MAP_FAILED) return false;
+    g.broken.store(1, std::memory_order_release);
+    return true;
+  }
+  return false;
+}
+
+void on_sigbus(int sig, siginfo_t* info, void* uc) {
+  int saved = errno;
+  if (!repair_mapping(info)) on_signal(sig, info, uc);
+  errno = saved;
+}
+
 void install() {
+  long pg = sysconf(_SC_PAGESIZE);
+  if (pg > 0) g_page = uintptr_t(pg);
   atexit(at_exit);
   for (size_t i = 0; i < kNumSignals; i++) {
+    int sig = kSignals[i];
+    if (sigaction(sig, nullptr, &g_prev[i]) != 0) continue;
     struct sigaction sa {};
-    sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sa.sa_sigaction = sig == SIGBUS ? on_sigbus : on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
-    sigaction(kSignals[i], &sa, &g_prev[i]);
+    sigaction(sig, &sa, nullptr);
   }
 }
+
+void install_once() { std::call_once(g_once, install); }
+
 }  // namespace
 
+int guard_mapping(void* base, size_t len) noexcept {
+  install_once();
+  for (int i = 0; i < kMaxGuarded; i++) {
+    uint32_t f = kFree;
+    if (!g_guarded[i].state.compare_exchange_strong(f, kClaimed)) continue;
+    g_guarded[i].broken.store(0, std::memory_order_relaxed);
+    g_guarded[i].base.store(reinterpret_cast<uintptr_t>(base), std::memory_order_relaxed);
+    g_guarded[i].len.store(len, std::memory_order_relaxed);
+    int hw = g_guarded_hw.load();
+    while (hw < i + 1 && !g_guarded_hw.compare_exchange_weak(hw, i + 1)) {
+    }
+    g_guarded[i].state.store(kUsed, std::memory_order_release);
+    return i;
+  }
+  return -1;
+}
+
+void unguard_mapping(int id) noexcept {
+  if (id >= 0 && id < kMaxGuarded) g_guarded[id].state.store(kFree, std::memory_order_release);
+}
+
+bool mapping_broken(int id) noexcept {
+  return id >= 0 && id < kMaxGuarded && g_guarded[id].broken.load(std::memory_order_acquire);
+}
+
 int track_owned(const std::string& path, const ChunkState* states, uint32_t chunks) noexcept {
-  std::call_once(g_once, install);
+  install_once();
   if (path.size() >= kPathMax) return -1;
   for (int i = 0; i < kMaxOwned; i++) {
     uint32_t f = kFree;

@@ -1,7 +1,13 @@
-// Process-wide cleanup of pmshm region files, installed when the first
-// region is created: at exit() and on fatal signals (chained to the
-// previous handlers) the files of this process's regions are unlinked,
-// except those of a region whose bounce chunks still wait for a receiver
+// Process-wide guards for pmshm regions, installed when the first region is
+// created or mapped:
+//  * SIGBUS inside a region mapping (another process truncated the file):
+//    the rest of the mapping is replaced by zero pages, the access completes
+//    and the mapping is marked broken for the device to fail it; any other
+//    SIGBUS goes to the previous disposition.
+//  * Fatal signals: a region owner's files are unlinked, then the signal
+//    goes to the previous handler.
+//  * exit(): the files of regions still open are unlinked (atexit).
+// Files of a region whose bounce chunks still wait for a receiver are kept
 // (see shm_region.hpp, remove_if_abandoned).
 #pragma once
 
@@ -11,6 +17,13 @@
 #include "shm_layout.hpp"
 
 namespace pm::shm {
+
+// Registers [base, base + len) as a region mapping; -1 if the table is full
+// (the mapping then is not protected). Survives only SIGBUS, nothing else.
+int guard_mapping(void* base, size_t len) noexcept;
+void unguard_mapping(int id) noexcept;
+// True once a SIGBUS hit the mapping (it now holds zero pages from there on).
+bool mapping_broken(int id) noexcept;
 
 // An owner's region path, unlinked (with its ".wake" FIFO) at exit and on
 // fatal signals unless one of `chunks` states is busy; -1 if not tracked

@@ -82,6 +82,7 @@ int ShmDevice::alloc_chunk(uint64_t rx_key) noexcept {
 int ShmDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt,
                     size_t offset, size_t len) noexcept {
   if (peer >= peers_.size()) return -FI_EINVAL;
+  if (own_broken_) return -FI_EIO;
   Peer& p = peers_[peer];
   if (!p.region.mapped() || p.dead) {
     if (int rc = map_peer(p)) return rc;
@@ -134,7 +135,7 @@ int ShmDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
   if (!c) {
     unclaim_chunk();
     st_.full_queue++;
-    return -FI_EAGAIN;
+    return p.region.broken() ? -FI_ECONNRESET : -FI_EAGAIN;
   }
   uint64_t t = pos;
   rh->tail.compare_exchange_strong(t, pos + 1, std::memory_order_release, std::memory_order_relaxed);
@@ -166,6 +167,18 @@ int ShmDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
   c->seq.store(seq_published(pos), std::memory_order_release);
   p.last_pos = pos + 1;
   st_.tx_pkts++;
+  if (p.region.broken()) {
+    // Its file was truncated under us: the packet went to zero pages.
+    unclaim_chunk();
+    found_dead(p, "has a truncated region (another process shrank its file)");
+    return -FI_ECONNRESET;
+  }
+  if (chunk >= 0 && own_.broken()) {
+    // Ours was: the payload went to zero pages (the receiver drops it);
+    // the next poll reports it.
+    own_broken_ = true;
+    return -FI_EIO;
+  }
   // Dekker with a sleeping owner: either side must fence. Owners that run
   // membarrier() before sleeping take that cost off the send path.
   if (!fence_free_ || !p.region.info().fence_free) std::atomic_thread_fence(std::memory_order_seq_cst);

@@ -3,7 +3,7 @@
 // other through the receive queues, bounce chunks, CMA and the wake FIFO;
 // connect timeouts, liveness and region cleanup; and what other processes
 // can do to it: exit right after sending, die while claiming a queue cell,
-// scribble on headers.
+// truncate region files, scribble on headers.
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
 
@@ -1207,7 +1207,76 @@ Test(shm, a_stopped_claimant_is_waited_for) {
   c.expect_exit0();
 }
 
-// --- region headers scribbled on by another process ------------------------------
+// --- region files truncated or scribbled on by another process ---------------------
+
+namespace {
+void truncate_from_another_process(const std::string& path, off_t size) {
+  Child c = Child::start([&](int, int) { return truncate(path.c_str(), size) == 0 ? 0 : 2; });
+  c.expect_exit0();
+  struct stat st;
+  cr_assert_eq(stat(path.c_str(), &st), 0);
+  cr_assert_eq(st.st_size, size);
+}
+}  // namespace
+
+// The receiver's file shrinks under everyone: no SIGBUS; its senders fail
+// it with an error, and the receiver itself reports every peer's session
+// reset and refuses to go on.
+Test(shm, a_truncated_receiver_region_fails_cleanly_on_both_sides) {
+  g_a = open_dev();
+  g_b = open_dev();
+  PeerId to_b = resolve(*g_a, *g_b);
+  PeerId from_a = resolve(*g_b, *g_a);
+  Recorder r;
+  cr_assert_eq(send_msg(*g_a, to_b, 1, 0, 40), 0);
+  cr_assert_eq(g_b->poll(r, 100), 1);
+  truncate_from_another_process(path_of(*g_b), 4096);  // only the header is left
+
+  cr_assert_eq(send_msg(*g_a, to_b, 2, 0, 40), -FI_ECONNRESET);
+  cr_assert_eq(send_msg(*g_a, to_b, 3, 0, 3000), -FI_ECONNRESET);
+  cr_assert_not(g_a->peer_alive(to_b));
+
+  cr_assert_eq(g_b->poll(r, 100), 0);
+  cr_assert_eq(r.got.size(), 1u);
+  cr_assert_eq(r.resets.size(), 1u, "the owner reported %zu session resets", r.resets.size());
+  cr_assert_eq(r.resets[0], from_a);
+  cr_assert_eq(g_b->poll(r, 100), 0);
+  cr_assert_eq(r.resets.size(), 1u, "reported twice");
+  cr_assert_not(g_b->peer_alive(from_a));
+  cr_assert_eq(send_msg(*g_b, from_a, 4, 0, 40), -FI_EIO);
+  cr_assert_eq(stat_of(*g_b, "broken"), 1u);
+  // A sender unaware of it so far fails too (its region is refused: too small).
+  g_c = open_dev();
+  cr_assert_eq(send_msg(*g_c, resolve(*g_c, *g_b), 5, 0, 40), -FI_EHOSTUNREACH);
+}
+
+// The sender's file shrinks: the receiver drops its chunk packet (instead
+// of delivering zeros or dying) and resets the session; the sender cannot
+// use its chunks any more.
+Test(shm, a_truncated_sender_region_fails_its_chunk_packets) {
+  g_a = open_dev();
+  g_b = open_dev();
+  PeerId to_b = resolve(*g_a, *g_b);
+  PeerId from_a = resolve(*g_b, *g_a);
+  cr_assert_eq(send_msg(*g_a, to_b, 1, 0, 3000), 0);  // a chunk
+  cr_assert_eq(send_msg(*g_a, to_b, 2, 0, 100), 0);   // inline
+  truncate_from_another_process(path_of(*g_a), 4096);
+
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 100), 2);
+  cr_assert_eq(r.got.size(), 1u);
+  check_pkt(r.got[0], from_a, 2, 0, 100);
+  cr_assert_eq(stat_of(*g_b, "dropped"), 1u);
+  cr_assert_eq(r.resets.size(), 1u);
+  cr_assert_eq(r.resets[0], from_a);
+  cr_assert_not(g_b->peer_alive(from_a));
+
+  cr_assert_eq(send_msg(*g_a, to_b, 3, 0, 3000), -FI_EIO);
+  Recorder ra;
+  cr_assert_eq(g_a->poll(ra, 100), 0);
+  cr_assert_eq(ra.resets.size(), 1u);
+  cr_assert_eq(stat_of(*g_a, "broken"), 1u);
+}
 
 // Headers whose parts do not add up are refused (a sender would otherwise
 // write past the mapping); the owner keeps using the layout it made.
