@@ -99,6 +99,7 @@ Region& Region::operator=(Region&& o) noexcept {
     guard_ = std::exchange(o.guard_, -1);
     track_ = std::exchange(o.track_, -1);
     owner_ = std::exchange(o.owner_, false);
+    creator_ = o.creator_;
   }
   return *this;
 }
@@ -121,7 +122,9 @@ void Region::unmap() {
   if (owner_ && !path_.empty()) {
     untrack_owned(track_);
     track_ = -1;
-    if (chunks_pending()) {
+    if (getpid() != creator_) {
+      // A forked child's copy: the files are its parent's.
+    } else if (chunks_pending()) {
       // A sender may close right after its sends completed: the receivers
       // still need these chunks. The files stay until they are consumed
       // (remove_if_abandoned, called by peers and at every endpoint open).
@@ -170,6 +173,7 @@ int Region::create(const RegionConfig& cfg, uint64_t key, uint64_t host, bool fe
   dir_ = cfg.dir;
   uid_ = uid;
   owner_ = true;
+  creator_ = getpid();
   if (ftruncate(fd.get(), off_t(l.size)) != 0) {
     PM_WARN(FI_LOG_EP_CTRL, "cannot size %s to %zu bytes: %s", path.c_str(), size_t(l.size), strerror(errno));
     return -FI_ENOSPC;

@@ -1,6 +1,8 @@
 // Creating, mapping, cleaning up and checking the liveness of pmshm regions.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -89,6 +91,7 @@ class Region {
   int guard_ = -1;     // shm_signals.hpp mapping guard
   int track_ = -1;     // owner: files unlinked at exit / fatal signals
   bool owner_ = false;
+  pid_t creator_ = 0;  // owner: only this process removes the files
 };
 
 // Removes the files of the region at `path` (of user `uid`, in `dir`) if

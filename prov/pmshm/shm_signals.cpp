@@ -36,6 +36,7 @@ constexpr int kMaxOwned = 64;
 constexpr int kPathMax = 256;
 struct Owned {
   std::atomic<uint32_t> state;
+  pid_t pid;                  // the creator: a forked child never unlinks them
   const ChunkState* states;
   uint32_t chunks;
   char path[kPathMax];
@@ -46,6 +47,7 @@ Owned g_owned[kMaxOwned];
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
 constexpr size_t kNumSignals = sizeof(kSignals) / sizeof(kSignals[0]);
 struct sigaction g_prev[kNumSignals];
+bool g_installed[kNumSignals];
 std::once_flag g_once;
 
 bool chunks_busy(const Owned& o) noexcept {
@@ -58,8 +60,9 @@ bool chunks_busy(const Owned& o) noexcept {
 // whose chunks still wait for a receiver (they go once consumed).
 void unlink_owned() noexcept {
   char wake[kPathMax + 8];
+  pid_t self = getpid();
   for (Owned& o : g_owned) {
-    if (o.state.load(std::memory_order_acquire) != kUsed) continue;
+    if (o.state.load(std::memory_order_acquire) != kUsed || o.pid != self) continue;
     if (chunks_busy(o)) continue;
     unlink(o.path);
     size_t n = strnlen(o.path, kPathMax);
@@ -71,25 +74,49 @@ void unlink_owned() noexcept {
 
 void at_exit() { unlink_owned(); }
 
-// Unlinks our regions, then hands the signal to whoever had it before us.
-void on_signal(int sig, siginfo_t* info, void* uc) {
-  unlink_owned();
-  for (size_t i = 0; i < kNumSignals; i++) {
-    if (kSignals[i] != sig) continue;
-    const struct sigaction& p = g_prev[i];
-    if (p.sa_flags & SA_SIGINFO) {
-      if (p.sa_sigaction) p.sa_sigaction(sig, info, uc);
+bool fault_code(int sig, const siginfo_t* info) {
+  return (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL) && info && info->si_code > 0;
+}
+
+void restore_default(int sig) noexcept {
+  struct sigaction sa {};
+  sa.sa_handler = SIG_DFL;
+  sigemptyset(&sa.sa_mask);
+  sigaction(sig, &sa, nullptr);
+}
+
+// The signal as if we had never been there.
+void chain(size_t i, int sig, siginfo_t* info, void* uc) noexcept {
+  const struct sigaction& p = g_prev[i];
+  if (p.sa_flags & SA_SIGINFO) {
+    if (p.sa_sigaction) {
+      p.sa_sigaction(sig, info, uc);
       return;
     }
-    if (p.sa_handler == SIG_IGN) return;
-    if (p.sa_handler != SIG_DFL && p.sa_handler) {
-      p.sa_handler(sig);
-      return;
-    }
-    signal(sig, SIG_DFL);
-    raise(sig);
+  } else if (p.sa_handler == SIG_IGN) {
+    // Only SIGBUS is installed over SIG_IGN; a fault cannot be ignored:
+    // the kernel would kill, so return to the fault with the default.
+    if (fault_code(sig, info)) restore_default(sig);
+    return;
+  } else if (p.sa_handler != SIG_DFL && p.sa_handler) {
+    p.sa_handler(sig);
     return;
   }
+  // Default: every signal here terminates the process.
+  unlink_owned();
+  restore_default(sig);
+  if (!fault_code(sig, info)) raise(sig);  // delivered when we return
+  // a fault happens again on return, now with the default action
+}
+
+void on_signal(int sig, siginfo_t* info, void* uc) {
+  int saved = errno;
+  for (size_t i = 0; i < kNumSignals; i++)
+    if (kSignals[i] == sig) {
+      chain(i, sig, info, uc);
+      break;
+    }
+  errno = saved;
 }
 
 // A SIGBUS inside a region: the file was truncated under the mapping. Zero
@@ -128,16 +155,31 @@ void install() {
   for (size_t i = 0; i < kNumSignals; i++) {
     int sig = kSignals[i];
     if (sigaction(sig, nullptr, &g_prev[i]) != 0) continue;
+    bool ignored = !(g_prev[i].sa_flags & SA_SIGINFO) && g_prev[i].sa_handler == SIG_IGN;
+    if (ignored && sig != SIGBUS) continue;  // nohup, background jobs: leave them alone
     struct sigaction sa {};
     sa.sa_sigaction = sig == SIGBUS ? on_sigbus : on_signal;
     sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
-    sigaction(sig, &sa, nullptr);
+    g_installed[i] = sigaction(sig, &sa, nullptr) == 0;
   }
 }
 
 void install_once() { std::call_once(g_once, install); }
 
+// The DSO is unloaded (libfabric's fi_fini, also at exit): handlers that
+// are still ours go back to what they replaced, so no signal jumps into
+// unmapped code.
+struct Uninstall {
+  ~Uninstall() {
+    for (size_t i = 0; i < kNumSignals; i++) {
+      struct sigaction cur {};
+      if (!g_installed[i] || sigaction(kSignals[i], nullptr, &cur) != 0) continue;
+      if ((cur.sa_flags & SA_SIGINFO) && (cur.sa_sigaction == on_signal || cur.sa_sigaction == on_sigbus))
+        sigaction(kSignals[i], &g_prev[i], nullptr);
+    }
+  }
+} g_uninstall;
 }  // namespace
 
 int guard_mapping(void* base, size_t len) noexcept {
@@ -172,6 +214,7 @@ int track_owned(const std::string& path, const ChunkState* states, uint32_t chun
     uint32_t f = kFree;
     if (!g_owned[i].state.compare_exchange_strong(f, kClaimed)) continue;
     Owned& o = g_owned[i];
+    o.pid = getpid();
     o.states = states;
     o.chunks = chunks;
     memcpy(o.path, path.c_str(), path.size() + 1);

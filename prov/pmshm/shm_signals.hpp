@@ -4,8 +4,11 @@
 //    the rest of the mapping is replaced by zero pages, the access completes
 //    and the mapping is marked broken for the device to fail it; any other
 //    SIGBUS goes to the previous disposition.
-//  * Fatal signals: a region owner's files are unlinked, then the signal
-//    goes to the previous handler.
+//  * Fatal signals: a region owner's files are unlinked only when the
+//    previous disposition is the default one (the process is about to die),
+//    and the signal is then raised again with the default action. A previous
+//    application handler is called instead and nothing is unlinked (the
+//    process may go on); signals that were ignored get no handler at all.
 //  * exit(): the files of regions still open are unlinked (atexit).
 // Files of a region whose bounce chunks still wait for a receiver are kept
 // (see shm_region.hpp, remove_if_abandoned).

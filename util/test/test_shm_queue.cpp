@@ -3,7 +3,7 @@
 // other through the receive queues, bounce chunks, CMA and the wake FIFO;
 // connect timeouts, liveness and region cleanup; and what other processes
 // can do to it: exit right after sending, die while claiming a queue cell,
-// truncate region files, scribble on headers.
+// truncate region files, scribble on headers, receive signals.
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
 
@@ -1331,4 +1331,89 @@ Test(shm, regions_whose_header_does_not_add_up_are_refused) {
   cr_assert_eq(g_b->poll(r, 100), 2);
   check_pkt(r.got[0], resolve(*g_b, *g_a), 1, 0, 40);
   check_pkt(r.got[1], resolve(*g_b, *g_a), 2, 3, 3000);
+}
+
+// --- signals --------------------------------------------------------------------
+
+namespace {
+// In a child that has not used pmshm yet (so pmshm installs its handlers
+// there, lazily, over what `prepare` set up): opens a device, lets
+// `provoke` send it a signal, then must still own a working region: the
+// parent sends it a packet and gets one back.
+template <class P, class F>
+void survives_signal(P prepare, F provoke) {
+  Child c = Child::start([&](int in, int out) {
+    if (!prepare()) return 2;
+    std::unique_ptr<ShmDevice> d = open_dev();
+    if (!provoke()) return 3;
+    ShmName me = name_of(*d);
+    if (!exists(pm::shm::region_path(g_dir, me.uid, me.key))) return 4;
+    if (!child_put(out, me)) return 5;
+    Recorder r;
+    for (int i = 0; i < 5000 && r.got.empty(); i++, usleep(1000)) d->poll(r, 10);
+    if (r.got.size() != 1 || r.got[0].data.size() != 33) return 6;
+    return send_msg(*d, r.got[0].peer, 8, 0, 44) == 0 ? 0 : 7;
+  });
+  ShmName child = c.get<ShmName>();
+  cr_assert(exists(pm::shm::region_path(g_dir, child.uid, child.key)));
+  g_a = open_dev();
+  PeerId to = resolve(*g_a, child);
+  cr_assert_eq(send_msg(*g_a, to, 7, 0, 33), 0);
+  c.expect_exit0();
+  Recorder r;
+  cr_assert_eq(g_a->poll(r, 10), 1);
+  check_pkt(r.got[0], to, 8, 0, 44);
+}
+
+int g_sigint_seen;
+}  // namespace
+
+// nohup: SIGHUP ignored before the first region stays ignored.
+Test(shm, an_ignored_sighup_leaves_the_region_alone) {
+  survives_signal([] { return signal(SIGHUP, SIG_IGN) != SIG_ERR; }, [] { return raise(SIGHUP) == 0; });
+}
+
+// An application handler that keeps its process running: pmshm calls it and
+// unlinks nothing.
+Test(shm, an_application_sigint_handler_runs_and_the_region_stays) {
+  survives_signal(
+      [] {
+        g_sigint_seen = 0;
+        struct sigaction sa {};
+        sa.sa_handler = [](int) { g_sigint_seen++; };
+        sigemptyset(&sa.sa_mask);
+        return sigaction(SIGINT, &sa, nullptr) == 0;
+      },
+      [] {
+        struct sigaction cur {};
+        sigaction(SIGINT, nullptr, &cur);
+        bool pmshm_in_front = (cur.sa_flags & SA_SIGINFO) != 0;  // the test means something
+        return pmshm_in_front && raise(SIGINT) == 0 && raise(SIGINT) == 0 && g_sigint_seen == 2;
+      });
+}
+
+// The default action: the region goes, and the process dies of the signal.
+Test(shm, a_default_sigterm_removes_the_region_and_kills) {
+  Child c = Child::start([&](int in, int out) {
+    signal(SIGTERM, SIG_DFL);
+    std::unique_ptr<ShmDevice> d = open_dev();
+    if (!child_put(out, name_of(*d))) return 2;
+    raise(SIGTERM);
+    return 3;
+  });
+  ShmName child = c.get<ShmName>();
+  int st = c.wait();
+  cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "status 0x%x", st);
+  cr_assert_not(exists(pm::shm::region_path(g_dir, child.uid, child.key)));
+}
+
+// A forked child that exits normally does not take its parent's region.
+Test(shm, a_forked_child_exiting_leaves_the_parents_region) {
+  g_a = open_dev();
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) exit(0);  // atexit handlers run in the child
+  int st = 0;
+  cr_assert_eq(waitpid(pid, &st, 0), pid);
+  cr_assert(exists(path_of(*g_a)), "the child's exit removed the parent's region");
 }
