@@ -187,20 +187,33 @@ int ShmDevice::tx_state(PeerId peer, uint64_t ticket) noexcept {
   return p.head_cache >= ticket ? 1 : 0;
 }
 
-// Read the peer's probe word through CMA: right pid namespace, permitted.
+// Single copy targets a process the kernel vouches for: the one holding
+// the region's owner lock (/proc/locks), pinned by a pidfd, and able to
+// show the region's probe word at the address the region names. The pid a
+// region header claims is never used for it.
 bool ShmDevice::verify_cma(Peer& p) noexcept {
   if (p.cma != Peer::kUnknown) return p.cma == Peer::kYes && !p.dead;
   if (p.dead) return false;
   if (!p.region.mapped() && map_peer(p) != 0) return false;  // maybe later
-  const RegionInfo& h = p.region.info();
-  uint64_t v = 0;
-  iovec l{&v, sizeof v};
-  iovec r{reinterpret_cast<void*>(h.self_va + offsetof(RegionInfo, probe)), sizeof v};
-  bool ok = process_vm_readv(pid_t(h.owner_pid), &l, 1, &r, 1, 0) == sizeof v && v == (p.name.key ^ kProbeSalt);
+  int pid = flock_owner_pid(p.region.fd());
+  UniqueFd pidfd(open_pidfd(pid));
+  // Still the lock holder once pinned: the pidfd is the owner's.
+  bool ok = pid > 0 && pidfd && flock_owner_pid(p.region.fd()) == pid;
+  if (ok) {
+    uint64_t v = 0;
+    iovec l{&v, sizeof v};
+    iovec r{reinterpret_cast<void*>(p.region.info().self_va + offsetof(RegionInfo, probe)), sizeof v};
+    ok = process_vm_readv(pid_t(pid), &l, 1, &r, 1, 0) == sizeof v && v == (p.name.key ^ kProbeSalt) &&
+         pidfd_alive(pidfd.get());
+  }
   p.cma = ok ? Peer::kYes : Peer::kNo;
-  if (!ok)
+  if (ok) {
+    p.cma_pid = pid;
+    p.pidfd = std::move(pidfd);
+  } else {
     PM_INFO(FI_LOG_EP_DATA, "single copy (CMA) to %s not possible; using bounce buffers",
             format_name(p.name).c_str());
+  }
   return ok;
 }
 
@@ -208,12 +221,16 @@ bool ShmDevice::can_read_remote(PeerId peer) noexcept {
   return cma_self_ && peer < peers_.size() && verify_cma(peers_[peer]);
 }
 
+// The verified process, checked alive before the copy (its pid cannot have
+// been reused then) and after a read (the bytes came from it).
 ssize_t ShmDevice::read_remote(PeerId peer, const struct iovec* local, size_t lcnt,
                                const struct iovec* remote, size_t rcnt) noexcept {
-  if (peer >= peers_.size() || !peers_[peer].region.mapped()) return -FI_ECONNRESET;
+  if (peer >= peers_.size()) return -FI_EINVAL;
   Peer& p = peers_[peer];
-  ssize_t n = process_vm_readv(pid_t(p.region.info().owner_pid), local, lcnt, remote, rcnt, 0);
+  if (!verify_cma(p) || !pidfd_alive(p.pidfd.get())) return -FI_ECONNRESET;
+  ssize_t n = process_vm_readv(pid_t(p.cma_pid), local, lcnt, remote, rcnt, 0);
   if (n < 0) return -errno;
+  if (!pidfd_alive(p.pidfd.get())) return -FI_ECONNRESET;
   st_.cma_reads++;
   st_.cma_bytes += uint64_t(n);
   return n;
@@ -221,9 +238,10 @@ ssize_t ShmDevice::read_remote(PeerId peer, const struct iovec* local, size_t lc
 
 ssize_t ShmDevice::write_remote(PeerId peer, const struct iovec* local, size_t lcnt,
                                 const struct iovec* remote, size_t rcnt) noexcept {
-  if (peer >= peers_.size() || !peers_[peer].region.mapped()) return -FI_ECONNRESET;
+  if (peer >= peers_.size()) return -FI_EINVAL;
   Peer& p = peers_[peer];
-  ssize_t n = process_vm_writev(pid_t(p.region.info().owner_pid), local, lcnt, remote, rcnt, 0);
+  if (!verify_cma(p) || !pidfd_alive(p.pidfd.get())) return -FI_ECONNRESET;
+  ssize_t n = process_vm_writev(pid_t(p.cma_pid), local, lcnt, remote, rcnt, 0);
   if (n < 0) return -errno;
   st_.cma_reads++;
   st_.cma_bytes += uint64_t(n);
@@ -238,6 +256,7 @@ void ShmDevice::found_dead(Peer& p, const char* why) noexcept {
   p.dead = true;
   p.dead_tail = own_.hdr()->tail.load(std::memory_order_acquire);
   p.cma = Peer::kNo;
+  p.pidfd.reset();
   PM_WARN(FI_LOG_EP_DATA, "peer %s %s", format_name(p.name).c_str(), why);
   p.files_left = p.region.mapped() && !remove_if_abandoned(cfg_.region.dir, p.name.uid, p.region.path(), 0);
 }

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/unique_fd.hpp"
 #include "device.hpp"
 #include "shm_region.hpp"
 
@@ -71,6 +72,8 @@ class ShmDevice final : public Device {
     Region region;
     uint64_t first_try_ns = 0;
     enum { kUnknown, kYes, kNo } cma = kUnknown;
+    int cma_pid = 0;          // the verified owner of its region (our pid namespace)
+    UniqueFd pidfd;           // ... pinned: CMA stops once it exits
     bool failed = false;      // never reached
     bool dead = false;        // its owner died (or its region broke): no more sends
     bool reset_sent = false;  // a packet of it was lost: its session reset (once)

@@ -2,9 +2,12 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +17,10 @@
 #include "base/unique_fd.hpp"
 #include "shm_layout.hpp"
 
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
 namespace pm::shm {
 
 bool lock_held(const std::string& path) noexcept {
@@ -21,6 +28,40 @@ bool lock_held(const std::string& path) noexcept {
   if (!fd) return false;
   if (flock(fd.get(), LOCK_SH | LOCK_NB) == 0) return false;  // released when fd closes
   return errno == EWOULDBLOCK;
+}
+
+int flock_owner_pid(int fd) noexcept {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return 0;
+  FILE* f = fopen("/proc/locks", "re");
+  if (!f) return 0;
+  // "1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF"; waiters show "->".
+  char line[256];
+  int found = 0;
+  while (fgets(line, sizeof line, f)) {
+    char kind[16], mode[16], access[16];
+    int pid = 0;
+    unsigned maj = 0, min = 0;
+    unsigned long ino = 0;
+    if (sscanf(line, "%*d: %15s %15s %15s %d %x:%x:%lu", kind, mode, access, &pid, &maj, &min, &ino) != 7)
+      continue;
+    if (strcmp(kind, "FLOCK") != 0 || strcmp(access, "WRITE") != 0) continue;
+    if (ino != st.st_ino || maj != major(st.st_dev) || min != minor(st.st_dev)) continue;
+    found = pid > 0 ? pid : 0;
+    break;
+  }
+  fclose(f);
+  return found;
+}
+
+int open_pidfd(int pid) noexcept {
+  if (pid <= 0) return -1;
+  return int(syscall(SYS_pidfd_open, pid_t(pid), 0));
+}
+
+bool pidfd_alive(int pidfd) noexcept {
+  struct pollfd p = {pidfd, POLLIN, 0};
+  return pidfd >= 0 && ::poll(&p, 1, 0) == 0;
 }
 
 bool claimant_alive(const std::string& dir, uint32_t uid, uint32_t pid) noexcept {

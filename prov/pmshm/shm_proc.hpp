@@ -1,7 +1,7 @@
 // Which process is behind a region, and is it alive? Answers come from the
-// kernel (flock state), never from the pid a region header or a queue cell
-// claims alone: those are writable by any process of the user and only say
-// where to look.
+// kernel (flock state, /proc/locks, pidfds), never from the pid a region
+// header or a queue cell claims: those are writable by any process of the
+// user and only say where to look.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,15 @@ namespace pm::shm {
 // True while some process holds an exclusive flock on the file at `path`
 // (a region's owner holds one for its whole life).
 bool lock_held(const std::string& path) noexcept;
+
+// The pid (in our pid namespace) of the process holding the exclusive
+// flock on the file open as `fd`, from /proc/locks; 0 if there is none or
+// it cannot be told.
+int flock_owner_pid(int fd) noexcept;
+
+// A pidfd for `pid` (-1 if the kernel has none); readable once it exits.
+int open_pidfd(int pid) noexcept;
+bool pidfd_alive(int pidfd) noexcept;
 
 // Might the process that calls itself `pid` (its own view, as a queue cell
 // or introduction stamps it) still be alive? True if a region of `uid` in

@@ -1333,6 +1333,77 @@ Test(shm, regions_whose_header_does_not_add_up_are_refused) {
   check_pkt(r.got[1], resolve(*g_b, *g_a), 2, 3, 3000);
 }
 
+// --- single copy reaches the region's owner, and only it ---------------------------
+
+namespace {
+bool cma_permitted() {
+  uint64_t s = 42, d = 0;
+  struct iovec l = {&d, sizeof d}, r = {&s, sizeof s};
+  return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == ssize_t(sizeof d);
+}
+char g_cma_buf[4096];
+}  // namespace
+
+// A header can name any pid (here: a forked copy of this process, with the
+// same addresses but other bytes). Single copy goes to the process that
+// holds the region's owner lock, as the kernel reports it, never to that pid.
+Test(shm, cma_reaches_the_lock_holder_not_the_pid_a_header_names) {
+  if (!cma_permitted()) cr_skip_test("process_vm_readv is not permitted here");
+  g_a = open_dev();
+  memset(g_cma_buf, 'P', sizeof g_cma_buf);
+  Child victim = Child::start([&](int in, int out) {
+    memset(g_cma_buf, 'V', sizeof g_cma_buf);
+    char c;
+    return child_put(out, 'r') && child_get(in, &c) ? 0 : 2;
+  });
+  cr_assert_eq(victim.get<char>(), 'r');
+  // The name and the header now both claim the victim owns A's region.
+  ShmName forged = name_of(*g_a);
+  forged.pid = uint32_t(victim.pid);
+  patch_header(path_of(*g_a), [](pm::shm::RegionInfo& h) {});
+  {
+    int fd = ::open(path_of(*g_a).c_str(), O_RDWR);
+    pm::shm::RegionInfo h;
+    cr_assert_eq(pread(fd, &h, sizeof h, 0), ssize_t(sizeof h));
+    h.owner_pid = uint32_t(victim.pid);
+    cr_assert_eq(pwrite(fd, &h, sizeof h, 0), ssize_t(sizeof h));
+    close(fd);
+  }
+  g_b = open_dev();
+  PeerId p = resolve(*g_b, forged);
+  cr_assert(g_b->can_read_remote(p));
+  char got[64] = {};
+  struct iovec l = {got, sizeof got}, r = {g_cma_buf + 100, sizeof got};
+  cr_assert_eq(g_b->read_remote(p, &l, 1, &r, 1), ssize_t(sizeof got));
+  for (char ch : got) cr_assert_eq(ch, 'P', "single copy read the victim's memory");
+  victim.put('x');
+  victim.expect_exit0();
+}
+
+// The owner dies after single copy was set up: its pid is not read (nor
+// written) again, whoever holds it now.
+Test(shm, cma_to_an_owner_that_died_fails) {
+  if (!cma_permitted()) cr_skip_test("process_vm_readv is not permitted here");
+  g_b = open_dev();
+  Child c = Child::start([&](int in, int out) {
+    std::unique_ptr<ShmDevice> d = open_dev();
+    memset(g_cma_buf, 'C', sizeof g_cma_buf);
+    char x;
+    return child_put(out, name_of(*d)) && child_get(in, &x) ? 0 : 2;
+  });
+  ShmName child = c.get<ShmName>();
+  PeerId p = resolve(*g_b, child);
+  cr_assert(g_b->can_read_remote(p));
+  char got[16] = {};
+  struct iovec l = {got, sizeof got}, r = {g_cma_buf, sizeof got};
+  cr_assert_eq(g_b->read_remote(p, &l, 1, &r, 1), ssize_t(sizeof got));
+  cr_assert_eq(got[0], 'C');
+  kill(c.pid, SIGKILL);
+  c.wait();
+  cr_assert_eq(g_b->read_remote(p, &l, 1, &r, 1), -FI_ECONNRESET);
+  cr_assert_eq(g_b->write_remote(p, &l, 1, &r, 1), -FI_ECONNRESET);
+}
+
 // --- signals --------------------------------------------------------------------
 
 namespace {
