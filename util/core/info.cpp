@@ -182,7 +182,10 @@ const ParamSpec kCoreParams[] = {
     {"rx_size", T::kSize, "outstanding posted receives per endpoint", "1024"},
     {"spin_us", T::kInt, "microseconds a blocking read polls before it sleeps on the devices' fds", "50"},
     {"peer_timeout_ms", T::kInt,
-     "operations waiting this long on a peer make the provider check that the peer is alive", "1000"},
+     "operations waiting this long on a peer make the provider check that the peer is alive; through "
+     "shared memory also how long a receive-queue cell a sender claimed may stay unfilled before the "
+     "receiver checks that sender (a dead one's cell is skipped)",
+     "1000"},
     {"progress_thread", T::kBool,
      "a helper thread runs progress while the application makes no libfabric calls, so that "
      "retransmissions, acknowledgements and large transfers continue (data progress stays manual: "
