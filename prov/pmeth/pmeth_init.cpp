@@ -358,7 +358,9 @@ class PmEth final : public ProviderDef {
     // names remote communication without local turns shared memory off.
     bool remote_only = (info.caps & FI_REMOTE_COMM) && !(info.caps & FI_LOCAL_COMM);
     if (!dc.reliable || remote_only || !g_params.get_bool("shm")) return eth;
-    std::unique_ptr<shm::ShmDevice> shm = shm::ShmDevice::open(shm::DeviceConfig::defaults(), dc.host, err);
+    shm::DeviceConfig sc = shm::DeviceConfig::defaults();
+    sc.claim_timeout_ms = int(g_params.get_int("peer_timeout_ms"));
+    std::unique_ptr<shm::ShmDevice> shm = shm::ShmDevice::open(sc, dc.host, err);
     if (!shm) {
       PM_WARN(FI_LOG_EP_CTRL, "no shared-memory path for same-host peers (%s); they go through Ethernet",
               fi_strerror(-*err));

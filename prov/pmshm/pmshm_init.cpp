@@ -86,6 +86,8 @@ class PmShm final : public ProviderDef {
               : policy == "on"                                   ? CmaPolicy::kOn
                                                                  : CmaPolicy::kAuto;
     cfg.connect_timeout_ms = int(g_params.get_int("connect_timeout_ms"));
+    // A queue cell claimed this long and still unpublished: is its claimant alive?
+    cfg.claim_timeout_ms = int(g_params.get_int("peer_timeout_ms"));
     return ShmDevice::open(cfg, host_id(), err);
   }
 

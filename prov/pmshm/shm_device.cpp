@@ -16,6 +16,7 @@
 #include "base/clock.hpp"
 #include "base/iov.hpp"
 #include "base/log.hpp"
+#include "shm_proc.hpp"
 
 namespace pm::shm {
 
@@ -91,18 +92,38 @@ std::unique_ptr<ShmDevice> ShmDevice::open(const DeviceConfig& cfg, uint64_t hos
   return d;
 }
 
-void ShmDevice::set_alias(const void* name, size_t len) noexcept {
-  RegionHdr* h = own_.hdr();
-  h->alias_len = uint32_t(std::min(len, kAliasMax));
-  memcpy(h->alias, name, h->alias_len);
+ShmDevice::~ShmDevice() {
+  // Regions of peers that are gone: ours is the last look at them. Chunks
+  // they left for us that we did not consume never will be.
+  for (Peer& p : peers_)
+    if (p.region.mapped() && (p.dead || !p.region.owner_alive())) {
+      std::string path = p.region.path();
+      p.region = Region();
+      remove_if_abandoned(cfg_.region.dir, p.name.uid, path, name_.key);
+    }
 }
 
+void ShmDevice::set_alias(const void* name, size_t len) noexcept {
+  alias_len_ = uint8_t(std::min(len, kAliasMax));
+  memcpy(alias_, name, alias_len_);
+  RegionInfo& h = own_.hdr()->info;
+  h.alias_len = alias_len_;
+  memcpy(h.alias, alias_, alias_len_);
+}
+
+// From its introduction, else from its region (as validated when mapped).
 bool ShmDevice::peer_alias(PeerId peer, const void** name, size_t* len) noexcept {
-  if (peer >= peers_.size() || map_peer(peers_[peer]) != 0) return false;
-  const RegionHdr* h = peers_[peer].region.hdr();
-  if (!h->alias_len || h->alias_len > kAliasMax) return false;
-  *name = h->alias;
-  *len = h->alias_len;
+  if (peer >= peers_.size()) return false;
+  Peer& p = peers_[peer];
+  if (!p.alias_len) {
+    if (!p.region.mapped() && map_peer(p) != 0) return false;
+    const RegionInfo& h = p.region.info();
+    if (!h.alias_len) return false;
+    p.alias_len = uint8_t(h.alias_len);
+    memcpy(p.alias, h.alias, p.alias_len);
+  }
+  *name = p.alias;
+  *len = p.alias_len;
   return true;
 }
 
@@ -150,196 +171,6 @@ const void* ShmDevice::peer_name(PeerId peer, size_t* len) const noexcept {
   return &peers_[peer].name;
 }
 
-int ShmDevice::map_peer(Peer& p) noexcept {
-  if (p.region.mapped()) return 0;
-  if (p.dead) return -FI_ECONNRESET;
-  if (p.failed) return -FI_EHOSTUNREACH;
-  int rc = p.region.open(cfg_.region.dir, p.name.uid, p.name.key);
-  if (rc == 0) {
-    // The key found a region: it must be the endpoint the name describes.
-    const RegionHdr* h = p.region.hdr();
-    if (h->owner_pid == p.name.pid && h->host == p.name.host && h->uid == p.name.uid) return 0;
-    p.region = Region();
-    rc = -FI_EINVAL;
-  }
-  uint64_t now = now_ns();
-  if (!p.first_try_ns) p.first_try_ns = now;
-  if (rc == -FI_ENOENT && now - p.first_try_ns < uint64_t(cfg_.connect_timeout_ms) * 1000000ull)
-    return -FI_EAGAIN;
-  p.failed = true;
-  PM_WARN(FI_LOG_EP_DATA, "no endpoint %s: its region %s cannot be opened (%s)",
-          format_name(p.name).c_str(), region_path(cfg_.region.dir, p.name.uid, p.name.key).c_str(),
-          fi_strerror(-rc));
-  return -FI_EHOSTUNREACH;
-}
-
-// A sender seen for the first time: its name is rebuilt from its region so
-// it equals, byte for byte, the name the application inserts in the AV.
-PeerId ShmDevice::peer_for_key(uint64_t key) noexcept {
-  if (key == last_key_) return last_peer_;
-  auto it = by_key_.find(key);
-  PeerId id;
-  if (it != by_key_.end()) {
-    id = it->second;
-  } else {
-    Region r;
-    if (r.open(cfg_.region.dir, name_.uid, key) != 0) return kNoPeer;
-    const RegionHdr* h = r.hdr();
-    ShmName n{kNameMagic, kVersion, 0, h->uid, h->owner_pid, key, h->host};
-    id = resolve(&n, sizeof n);
-    if (id == kNoPeer) return kNoPeer;
-    peers_[id].region = std::move(r);
-  }
-  last_key_ = key;
-  last_peer_ = id;
-  return id;
-}
-
-int ShmDevice::alloc_chunk() noexcept {
-  ChunkState* s = own_.states();
-  uint32_t n = cfg_.region.chunks;
-  for (uint32_t i = 0; i < n; i++) {
-    uint32_t c = (chunk_cursor_ + i) % n;
-    if (s[c].busy.load(std::memory_order_acquire) == 0) {
-      s[c].busy.store(1, std::memory_order_relaxed);
-      chunk_cursor_ = (c + 1) % n;
-      return int(c);
-    }
-  }
-  return -1;
-}
-
-int ShmDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt,
-                    size_t offset, size_t len) noexcept {
-  if (peer >= peers_.size()) return -FI_EINVAL;
-  Peer& p = peers_[peer];
-  if (!p.region.mapped()) {
-    if (int rc = map_peer(p)) return rc;
-  }
-  bool compact = hdr.op == kPktEager && hdr.offset == 0 && hdr.msg_len == len && len <= kCompactInline;
-  int chunk = -1;
-  if (!compact && len > kCellInline) {
-    if (len > cfg_.region.chunk_size) return -FI_EINVAL;
-    chunk = alloc_chunk();
-    if (chunk < 0) {
-      st_.no_chunk++;
-      return -FI_EAGAIN;
-    }
-  }
-  RegionHdr* rh = p.region.hdr();
-  uint64_t ncells = rh->cells;
-  uint64_t pos = rh->tail.load(std::memory_order_relaxed);
-  for (;;) {
-    if (pos - p.head_cache >= ncells) {
-      p.head_cache = rh->head.load(std::memory_order_acquire);
-      if (pos - p.head_cache >= ncells) {
-        if (chunk >= 0) own_.states()[chunk].busy.store(0, std::memory_order_release);
-        st_.full_queue++;
-        return -FI_EAGAIN;
-      }
-    }
-    if (rh->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) break;
-  }
-  Cell* c = &p.region.cells()[pos & (ncells - 1)];
-  c->src_key = name_.key;
-  c->len = uint32_t(len);
-  c->flags = hdr.flags;
-  if (compact) {
-    c->fmt = kFmtCompact;
-    c->op = kPktEager;
-    c->compact.tag = hdr.tag;
-    c->compact.cq_data = hdr.cq_data;
-    iov_copy_from(iov, iovcnt, offset, c->compact.data, len);
-    st_.tx_inline++;
-  } else {
-    c->fmt = kFmtFull;
-    c->op = hdr.op;
-    c->full.hdr = hdr;
-    if (chunk < 0) {
-      c->full.chunk = kInline;
-      iov_copy_from(iov, iovcnt, offset, c->full.data, len);
-      st_.tx_inline++;
-    } else {
-      c->full.chunk = uint32_t(chunk);
-      iov_copy_from(iov, iovcnt, offset, own_.chunk(uint32_t(chunk)), len);
-      st_.tx_chunk++;
-    }
-  }
-  c->seq.store(pos + 1, std::memory_order_release);
-  p.last_pos = pos + 1;
-  st_.tx_pkts++;
-  // Dekker with a sleeping owner: either side must fence. Owners that run
-  // membarrier() before sleeping take that cost off the send path.
-  if (!fence_free_ || !rh->fence_free) std::atomic_thread_fence(std::memory_order_seq_cst);
-  else std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (rh->sleeping.load(std::memory_order_relaxed)) {
-    p.region.wake();
-    st_.wakes++;
-  }
-  return 0;
-}
-
-int ShmDevice::poll(PacketSink& sink, int budget) noexcept {
-  Cell* cells = own_.cells();
-  int n = 0;
-  while (n < budget) {
-    Cell* c = &cells[head_ & mask_];
-    if (c->seq.load(std::memory_order_acquire) != head_ + 1) break;
-    PeerId peer = peer_for_key(c->src_key);
-    PktHdr local;
-    const PktHdr* hdr = &local;
-    const void* payload = nullptr;
-    // Taken before the callback, which may grow peers_: mappings stay put.
-    std::atomic<uint32_t>* release = nullptr;
-    bool ok = peer != kNoPeer;
-    if (ok && c->fmt == kFmtCompact) {
-      local = PktHdr{};
-      local.op = kPktEager;
-      local.flags = c->flags;
-      local.seg_len = c->len;
-      local.tag = c->compact.tag;
-      local.cq_data = c->compact.cq_data;
-      local.msg_len = c->len;
-      payload = c->compact.data;
-      ok = c->len <= kCompactInline;
-    } else if (ok && c->fmt == kFmtFull) {
-      hdr = &c->full.hdr;
-      if (c->full.chunk == kInline) {
-        payload = c->full.data;
-        ok = c->len <= kCellInline;
-      } else {
-        Peer& p = peers_[peer];
-        uint32_t ch = c->full.chunk;
-        ok = map_peer(p) == 0 && ch < p.region.hdr()->chunks && c->len <= p.region.hdr()->chunk_size;
-        if (ok) {
-          payload = p.region.chunk(ch);
-          release = &p.region.states()[ch].busy;
-        }
-      }
-    } else {
-      ok = false;
-    }
-    if (ok) {
-      RxPacket pkt{peer, hdr, payload, c->len};
-      if (!sink.on_packet(pkt)) {
-        // No room in the endpoint now: the packet stays at the head of the
-        // queue (so senders find it full and wait) and is offered again.
-        st_.held++;
-        break;
-      }
-      st_.rx_pkts++;
-    } else {
-      st_.dropped++;
-      PM_WARN(FI_LOG_EP_DATA, "dropping a malformed packet or one from an unknown sender");
-    }
-    if (release) release->store(0, std::memory_order_release);
-    head_++;
-    n++;
-  }
-  if (n) own_.hdr()->head.store(head_, std::memory_order_release);
-  return n;
-}
-
 // A packet is processed once the receiver's published head passed it: the
 // receiver publishes head only after handling a batch.
 uint64_t ShmDevice::tx_ticket(PeerId peer) const noexcept {
@@ -356,30 +187,50 @@ int ShmDevice::tx_state(PeerId peer, uint64_t ticket) noexcept {
   return p.head_cache >= ticket ? 1 : 0;
 }
 
-bool ShmDevice::can_read_remote(PeerId peer) noexcept {
-  if (!cma_self_ || peer >= peers_.size()) return false;
-  Peer& p = peers_[peer];
-  if (p.cma != Peer::kUnknown) return p.cma == Peer::kYes;
-  if (map_peer(p) != 0) return false;
-  // Read the peer's probe word through CMA: right pid namespace, permitted.
-  const RegionHdr* h = p.region.hdr();
-  uint64_t v = 0;
-  iovec l{&v, sizeof v};
-  iovec r{reinterpret_cast<void*>(h->self_va + offsetof(RegionHdr, probe)), sizeof v};
-  bool ok = process_vm_readv(pid_t(h->owner_pid), &l, 1, &r, 1, 0) == sizeof v && v == h->probe;
+// Single copy targets a process the kernel vouches for: the one holding
+// the region's owner lock (/proc/locks), pinned by a pidfd, and able to
+// show the region's probe word at the address the region names. The pid a
+// region header claims is never used for it.
+bool ShmDevice::verify_cma(Peer& p) noexcept {
+  if (p.cma != Peer::kUnknown) return p.cma == Peer::kYes && !p.dead;
+  if (p.dead) return false;
+  if (!p.region.mapped() && map_peer(p) != 0) return false;  // maybe later
+  int pid = flock_owner_pid(p.region.fd());
+  UniqueFd pidfd(open_pidfd(pid));
+  // Still the lock holder once pinned: the pidfd is the owner's.
+  bool ok = pid > 0 && pidfd && flock_owner_pid(p.region.fd()) == pid;
+  if (ok) {
+    uint64_t v = 0;
+    iovec l{&v, sizeof v};
+    iovec r{reinterpret_cast<void*>(p.region.info().self_va + offsetof(RegionInfo, probe)), sizeof v};
+    ok = process_vm_readv(pid_t(pid), &l, 1, &r, 1, 0) == sizeof v && v == (p.name.key ^ kProbeSalt) &&
+         pidfd_alive(pidfd.get());
+  }
   p.cma = ok ? Peer::kYes : Peer::kNo;
-  if (!ok)
+  if (ok) {
+    p.cma_pid = pid;
+    p.pidfd = std::move(pidfd);
+  } else {
     PM_INFO(FI_LOG_EP_DATA, "single copy (CMA) to %s not possible; using bounce buffers",
             format_name(p.name).c_str());
+  }
   return ok;
 }
 
+bool ShmDevice::can_read_remote(PeerId peer) noexcept {
+  return cma_self_ && peer < peers_.size() && verify_cma(peers_[peer]);
+}
+
+// The verified process, checked alive before the copy (its pid cannot have
+// been reused then) and after a read (the bytes came from it).
 ssize_t ShmDevice::read_remote(PeerId peer, const struct iovec* local, size_t lcnt,
                                const struct iovec* remote, size_t rcnt) noexcept {
-  if (peer >= peers_.size() || !peers_[peer].region.mapped()) return -FI_ECONNRESET;
+  if (peer >= peers_.size()) return -FI_EINVAL;
   Peer& p = peers_[peer];
-  ssize_t n = process_vm_readv(pid_t(p.region.hdr()->owner_pid), local, lcnt, remote, rcnt, 0);
+  if (!verify_cma(p) || !pidfd_alive(p.pidfd.get())) return -FI_ECONNRESET;
+  ssize_t n = process_vm_readv(pid_t(p.cma_pid), local, lcnt, remote, rcnt, 0);
   if (n < 0) return -errno;
+  if (!pidfd_alive(p.pidfd.get())) return -FI_ECONNRESET;
   st_.cma_reads++;
   st_.cma_bytes += uint64_t(n);
   return n;
@@ -387,32 +238,50 @@ ssize_t ShmDevice::read_remote(PeerId peer, const struct iovec* local, size_t lc
 
 ssize_t ShmDevice::write_remote(PeerId peer, const struct iovec* local, size_t lcnt,
                                 const struct iovec* remote, size_t rcnt) noexcept {
-  if (peer >= peers_.size() || !peers_[peer].region.mapped()) return -FI_ECONNRESET;
-  ssize_t n = process_vm_writev(pid_t(peers_[peer].region.hdr()->owner_pid), local, lcnt, remote, rcnt, 0);
+  if (peer >= peers_.size()) return -FI_EINVAL;
+  Peer& p = peers_[peer];
+  if (!verify_cma(p) || !pidfd_alive(p.pidfd.get())) return -FI_ECONNRESET;
+  ssize_t n = process_vm_writev(pid_t(p.cma_pid), local, lcnt, remote, rcnt, 0);
   if (n < 0) return -errno;
   st_.cma_reads++;
   st_.cma_bytes += uint64_t(n);
   return n;
 }
 
-bool ShmDevice::peer_alive(PeerId peer) noexcept {
-  if (peer >= peers_.size()) return false;
-  Peer& p = peers_[peer];
-  if (!p.region.mapped()) {
-    int rc = map_peer(p);
-    if (rc == -FI_EAGAIN) return true;  // still within the connect timeout
-    if (rc) return false;
-  }
-  if (p.region.owner_alive()) return true;
-  // Dead: later sends fail at once, and its files go (nobody holds its lock).
-  PM_WARN(FI_LOG_EP_DATA, "peer %s died; removing its region %s", format_name(p.name).c_str(),
-          p.region.path().c_str());
-  unlink(p.region.path().c_str());
-  unlink((p.region.path() + ".wake").c_str());
-  p.region = Region();
+// A dead peer takes no more packets, but what it published before stays
+// ours to deliver: its region stays mapped, and its files stay until its
+// chunks are consumed.
+void ShmDevice::found_dead(Peer& p, const char* why) noexcept {
+  if (p.dead) return;
   p.dead = true;
+  p.dead_tail = own_.hdr()->tail.load(std::memory_order_acquire);
   p.cma = Peer::kNo;
-  if (last_peer_ == peer) last_key_ = 0;
+  p.pidfd.reset();
+  PM_WARN(FI_LOG_EP_DATA, "peer %s %s", format_name(p.name).c_str(), why);
+  p.files_left = p.region.mapped() && !remove_if_abandoned(cfg_.region.dir, p.name.uid, p.region.path(), 0);
+}
+
+// To the core a dead peer stays alive until our head has passed every
+// position claimed before we found it dead: its last packets (the end of
+// a message whose send completed) are delivered before its operations fail.
+bool ShmDevice::peer_alive(PeerId peer) noexcept {
+  if (own_broken_ || peer >= peers_.size()) return false;
+  Peer& p = peers_[peer];
+  if (!p.dead) {
+    if (!p.region.mapped()) {
+      int rc = map_peer(p);
+      if (rc == -FI_EAGAIN) return true;  // still within the connect timeout
+      if (rc && !p.dead) return false;
+    }
+    if (!p.dead) {
+      if (p.region.broken()) found_dead(p, "has a truncated region (another process shrank its file)");
+      else if (p.region.owner_alive()) return true;
+      else found_dead(p, "died");
+    }
+  }
+  if (head_ < p.dead_tail) return true;
+  if (p.files_left)  // kept for chunks it left us, consumed by now
+    p.files_left = !remove_if_abandoned(cfg_.region.dir, p.name.uid, p.region.path(), 0);
   return false;
 }
 
@@ -434,13 +303,15 @@ std::string ShmDevice::stats() const {
   char buf[512];
   snprintf(buf, sizeof buf,
            "%s tx_pkts=%llu inline=%llu chunk=%llu rx_pkts=%llu cma_reads=%llu cma_bytes=%llu "
-           "queue_full=%llu no_chunk=%llu wakes=%llu dropped=%llu held=%llu region_bytes=%zu",
+           "queue_full=%llu no_chunk=%llu wakes=%llu dropped=%llu held=%llu skipped=%llu intro_full=%llu "
+           "broken=%d region_bytes=%zu",
            format_name(name_).c_str(), (unsigned long long)st_.tx_pkts,
            (unsigned long long)st_.tx_inline, (unsigned long long)st_.tx_chunk,
            (unsigned long long)st_.rx_pkts, (unsigned long long)st_.cma_reads,
            (unsigned long long)st_.cma_bytes, (unsigned long long)st_.full_queue,
            (unsigned long long)st_.no_chunk, (unsigned long long)st_.wakes,
-           (unsigned long long)st_.dropped, (unsigned long long)st_.held, own_.size());
+           (unsigned long long)st_.dropped, (unsigned long long)st_.held, (unsigned long long)st_.skipped,
+           (unsigned long long)st_.intro_full, own_broken_ ? 1 : 0, own_.size());
   return buf;
 }
 

@@ -1,13 +1,17 @@
-// The pmshm device end to end: two or three devices of one process (and, in
-// one test, a forked child's) in a private directory under /dev/shm, sending
-// to each other through the receive queues, bounce chunks, CMA and the wake
-// FIFO; connect timeouts, liveness and region cleanup.
+// The pmshm device end to end: two or three devices of one process (and
+// forked children's) in a private directory under /dev/shm, sending to each
+// other through the receive queues, bounce chunks, CMA and the wake FIFO;
+// connect timeouts, liveness and region cleanup; and what other processes
+// can do to it: exit right after sending, die while claiming a queue cell,
+// truncate region files, scribble on headers, receive signals.
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -43,6 +47,7 @@ constexpr uint32_t kCells = 16;
 constexpr uint32_t kChunks = 4;
 constexpr uint32_t kChunkSize = 8192;
 constexpr int kConnectTimeoutMs = 200;
+constexpr int kClaimTimeoutMs = 100;
 constexpr uint64_t kHost = 0x0123456789abcdefull;
 
 // --- fixture: a private region directory, removed after every test ----------
@@ -89,6 +94,7 @@ pm::shm::DeviceConfig config(bool cma = true) {
   cfg.region.chunk_size = kChunkSize;
   cfg.cma = cma ? pm::shm::CmaPolicy::kOn : pm::shm::CmaPolicy::kOff;
   cfg.connect_timeout_ms = kConnectTimeoutMs;
+  cfg.claim_timeout_ms = kClaimTimeoutMs;
   return cfg;
 }
 
@@ -269,9 +275,9 @@ Test(shm, region_file_has_the_configured_layout) {
   cr_assert_eq(stat(p.c_str(), &st), 0, "no region file %s", p.c_str());
   cr_assert(S_ISREG(st.st_mode));
   cr_assert_eq(st.st_mode & 0777, 0600u);
-  // 4 KiB header, 16 cells of 256 B, 4 chunk states of 64 B (page aligned),
-  // 4 chunks of 8 KiB.
-  cr_assert_eq(size_t(st.st_size), size_t(4096 + 16 * 256 + 4096 + 4 * 8192));
+  // 4 KiB header, 16 cells of 256 B, 128 introduction slots of 128 B and
+  // 4 chunk states of 64 B (together page aligned: 20 KiB), 4 chunks of 8 KiB.
+  cr_assert_eq(size_t(st.st_size), size_t(4096 + 16 * 256 + 20480 + 4 * 8192));
   cr_assert_eq(stat((p + ".wake").c_str(), &st), 0);
   cr_assert(S_ISFIFO(st.st_mode));
 }
@@ -856,4 +862,629 @@ Test(shm, stats_count_what_happened) {
   cr_assert(sb.find("tx_pkts=0 inline=0 chunk=0 rx_pkts=16") != std::string::npos, "%s", sb.c_str());
   std::string self = g_a->name_str(g_a->name(), g_a->name_len());
   cr_assert_eq(sa.rfind(self + " ", 0), 0u, "%s", sa.c_str());
+}
+
+// --- forked helpers -------------------------------------------------------------
+
+namespace {
+// A forked child running body(in, out): it reads what the parent put() on
+// `in` and writes what the parent get()s on `out`, then _exits with body's
+// result (no destructors, no atexit: nothing of the parent's runs there).
+// Every wait on it is bounded.
+struct Child {
+  pid_t pid = -1;
+  int to_child = -1, from_child = -1;
+
+  template <class F>
+  static Child start(F body) {
+    int down[2], up[2];
+    cr_assert_eq(pipe(down), 0);
+    cr_assert_eq(pipe(up), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+      close(down[1]);
+      close(up[0]);
+      _exit(body(down[0], up[1]));
+    }
+    close(down[0]);
+    close(up[1]);
+    return Child{pid, down[1], up[0]};
+  }
+  template <class T>
+  void put(const T& v) {
+    cr_assert_eq(write(to_child, &v, sizeof v), ssize_t(sizeof v));
+  }
+  template <class T>
+  T get() {
+    T v{};
+    struct pollfd p = {from_child, POLLIN, 0};
+    cr_assert_eq(::poll(&p, 1, 10000), 1, "child %d said nothing for 10 s", int(pid));
+    cr_assert_eq(read(from_child, &v, sizeof v), ssize_t(sizeof v), "child %d exited early", int(pid));
+    return v;
+  }
+  // Waits (bounded) for the child to end; its wait status.
+  int wait() {
+    for (int i = 0; i < 1000; i++) {
+      int st = 0;
+      pid_t r = waitpid(pid, &st, WNOHANG);
+      if (r == pid) {
+        close(to_child);
+        close(from_child);
+        return st;
+      }
+      usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    cr_assert_fail("child %d did not end within 10 s", int(pid));
+    return -1;
+  }
+  void expect_exit0() {
+    int st = wait();
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status 0x%x (signal %d)", st,
+              WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  }
+};
+
+template <class T>
+bool child_put(int fd, const T& v) {
+  return write(fd, &v, sizeof v) == ssize_t(sizeof v);
+}
+template <class T>
+bool child_get(int fd, T* v) {
+  struct pollfd p = {fd, POLLIN, 0};
+  return ::poll(&p, 1, 10000) == 1 && read(fd, v, sizeof *v) == ssize_t(sizeof *v);
+}
+
+// Polls until `want` packets arrived or `ms` passed; the number delivered.
+int poll_until(ShmDevice& d, Recorder& r, size_t want, int ms) {
+  uint64_t end = pm::now_ns() + uint64_t(ms) * 1000000;
+  int n = 0;
+  while (r.got.size() < want && pm::now_ns() < end) {
+    n += d.poll(r, 100);
+    usleep(1000);
+  }
+  return n;
+}
+
+uint64_t stat_of(const ShmDevice& d, const char* what) {
+  std::string s = d.stats();
+  std::string key = std::string(" ") + what + "=";
+  size_t at = s.find(key);
+  cr_assert_neq(at, std::string::npos, "no %s in %s", what, s.c_str());
+  return strtoull(s.c_str() + at + key.size(), nullptr, 10);
+}
+
+// A pid that belonged to a process which is gone (a reaped child).
+pid_t dead_pid() {
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) _exit(0);
+  cr_assert_eq(waitpid(pid, nullptr, 0), pid);
+  return pid;
+}
+
+// Rewrites the plain part of a region's header in place.
+void patch_header(const std::string& path, void (*f)(pm::shm::RegionInfo&)) {
+  int fd = ::open(path.c_str(), O_RDWR);
+  cr_assert_geq(fd, 0);
+  pm::shm::RegionInfo h;
+  cr_assert_eq(pread(fd, &h, sizeof h, 0), ssize_t(sizeof h));
+  f(h);
+  cr_assert_eq(pwrite(fd, &h, sizeof h, 0), ssize_t(sizeof h));
+  close(fd);
+}
+}  // namespace
+
+// --- senders that are gone by the time the receiver polls ---------------------------
+
+// A sender that closed right after sending: its inline packets and its chunk
+// packets (its region is kept while they wait) reach the receiver, which
+// names it exactly as it named itself. Then its files go.
+Test(shm, a_sender_gone_before_the_first_poll_is_named_and_delivered) {
+  g_b = open_dev();
+  g_a = open_dev();
+  const ShmName a = name_of(*g_a);
+  const std::string pa = path_of(*g_a);
+  PeerId to_b = resolve(*g_a, *g_b);
+  const size_t lens[] = {10, 3000, 150, kChunkSize};
+  for (uint64_t i = 0; i < 4; i++) cr_assert_eq(send_msg(*g_a, to_b, i, i, lens[i]), 0);
+  g_a.reset();
+  cr_assert(exists(pa), "the sender's region went while the receiver still needs its chunks");
+
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 100), 4);
+  PeerId from_a = r.got[0].peer;
+  size_t len = 0;
+  const void* n = g_b->peer_name(from_a, &len);
+  cr_assert_not_null(n);
+  cr_assert_eq(len, sizeof a);
+  cr_assert_eq(memcmp(n, &a, sizeof a), 0, "the receiver names the sender differently than it did itself");
+  for (uint64_t i = 0; i < 4; i++) check_pkt(r.got[i], from_a, i, i, lens[i]);
+  cr_assert_eq(stat_of(*g_b, "dropped"), 0u);
+  cr_assert_not(g_b->peer_alive(from_a));
+  cr_assert_not(exists(pa), "a dead sender's region stays after its chunks were consumed");
+  cr_assert_not(exists(pa + ".wake"));
+}
+
+// Its region removed before the receiver polls (exit with cleanup, or a
+// stale-region sweep): inline packets need nothing of it.
+Test(shm, inline_packets_need_nothing_of_the_senders_region) {
+  g_b = open_dev();
+  g_a = open_dev();
+  const ShmName a = name_of(*g_a);
+  PeerId to_b = resolve(*g_a, *g_b);
+  cr_assert_eq(send_msg(*g_a, to_b, 1, 0, 100), 0);
+  PktHdr h{};
+  h.op = pm::kPktEager;
+  h.flags = pm::kPktTagged;
+  h.tag = 0x77;
+  h.msg_len = h.seg_len = 20;
+  Scatter sc(20, 5);
+  cr_assert_eq(g_a->send(to_b, h, sc.iov.data(), sc.iov.size(), 0, 20), 0);  // compact
+  std::string pa = path_of(*g_a);
+  g_a.reset();
+  cr_assert_not(exists(pa));
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 100), 2);
+  PeerId from_a = resolve(*g_b, a);
+  check_pkt(r.got[0], from_a, 1, 0, 100);
+  cr_assert_eq(r.got[1].peer, from_a);
+  cr_assert_eq(r.got[1].hdr.tag, 0x77u);
+  cr_assert(r.got[1].data == sc.bytes(0, 20));
+}
+
+// Introduction slots taken by writers that died are reclaimed once the
+// receiver passed everything they could have sent; a sender that finds none
+// free is still named (from its region).
+Test(shm, introduction_slots_of_dead_writers_are_reclaimed) {
+  g_b = open_dev();
+  const ShmName b = name_of(*g_b);
+  pm::shm::Region view;
+  cr_assert_eq(view.open(g_dir, b.uid, b.key), 0);
+  const uint64_t dead = pm::shm::intro_state(uint32_t(dead_pid()), pm::shm::kIntroWriting);
+  for (uint32_t i = 0; i < view.intro_count(); i++) view.intros()[i].state.store(dead);
+
+  g_a = open_dev();
+  PeerId to_b = resolve(*g_a, *g_b);
+  cr_assert_eq(send_msg(*g_a, to_b, 1, 0, 3000), 0);
+  cr_assert_eq(stat_of(*g_a, "intro_full"), 1u);
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 100), 1);
+  check_pkt(r.got[0], resolve(*g_b, *g_a), 1, 0, 3000);
+  for (uint32_t i = 0; i < view.intro_count(); i++)
+    cr_assert_eq(view.intros()[i].state.load(), 0u, "slot %u not reclaimed", i);
+
+  // Free again: the next sender introduces itself, and its slot is freed.
+  g_c = open_dev();
+  PeerId c_to_b = resolve(*g_c, *g_b);
+  cr_assert_eq(send_msg(*g_c, c_to_b, 2, 0, 30), 0);
+  cr_assert_eq(stat_of(*g_c, "intro_full"), 0u);
+  uint32_t used = 0;
+  for (uint32_t i = 0; i < view.intro_count(); i++) used += view.intros()[i].state.load() != 0;
+  cr_assert_eq(used, 1u);
+  cr_assert_eq(g_b->poll(r, 100), 1);
+  check_pkt(r.got[1], resolve(*g_b, *g_c), 2, 0, 30);
+  for (uint32_t i = 0; i < view.intro_count(); i++) cr_assert_eq(view.intros()[i].state.load(), 0u);
+}
+
+// A dead sender whose packets are still queued stays alive to the core
+// until they are delivered (the end of a message whose send completed).
+Test(shm, a_dead_senders_queued_packets_come_before_it_is_reported_dead) {
+  g_b = open_dev();
+  const ShmName b = name_of(*g_b);
+  Child c = Child::start([&](int in, int out) {
+    std::unique_ptr<ShmDevice> d = open_dev();
+    PeerId to = d->resolve(&b, sizeof b);
+    for (uint64_t i = 0; i < 3; i++)
+      if (send_msg(*d, to, 60 + i, 0, 4000) != 0) return 2;
+    return child_put(out, name_of(*d)) ? 0 : 3;  // then gone without cleanup
+  });
+  ShmName child = c.get<ShmName>();
+  c.expect_exit0();
+  PeerId from = resolve(*g_b, child);
+  cr_assert(g_b->peer_alive(from), "reported dead with its packets still queued");
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 100), 3);
+  for (uint64_t i = 0; i < 3; i++) check_pkt(r.got[i], from, 60 + i, 0, 4000);
+  cr_assert_not(g_b->peer_alive(from));
+  cr_assert_not(exists(pm::shm::region_path(g_dir, child.uid, child.key)));
+}
+
+// --- a sender that dies between claiming a cell and publishing it -----------------
+
+namespace {
+// In a child: claims the next position of `to`'s queue the way a sender
+// does (its pid stamped in the cell), scribbles part of the cell, and stops
+// before publishing it, as if killed while copying. Optionally dies before
+// moving the tail past it too. The position, or UINT64_MAX.
+uint64_t claim_without_publishing(const ShmName& to, uint64_t src_key, bool move_tail) {
+  pm::shm::Region r;
+  if (r.open(g_dir, to.uid, to.key) != 0) return UINT64_MAX;
+  pm::shm::RegionHdr* h = r.hdr();
+  uint64_t pos = h->tail.load();
+  pm::shm::Cell* c = &r.cells()[pos & (r.cell_count() - 1)];
+  uint64_t v = c->seq.load();
+  if (pm::shm::seq_lap(v, pos) >= 0) return UINT64_MAX;
+  if (!c->seq.compare_exchange_strong(v, pm::shm::seq_claimed(pos, uint32_t(getpid())))) return UINT64_MAX;
+  if (move_tail && !h->tail.compare_exchange_strong(pos, pos + 1)) return UINT64_MAX;
+  c->src_key = src_key;
+  c->len = 77;
+  return pos;
+}
+
+void dead_claimant_case(bool moved_tail) {
+  g_b = open_dev();
+  g_a = open_dev();
+  const ShmName b = name_of(*g_b);
+  PeerId to_b = resolve(*g_a, *g_b);
+  PeerId from_a = resolve(*g_b, *g_a);
+  Recorder r;
+  for (uint64_t i = 0; i < 2; i++) cr_assert_eq(send_msg(*g_a, to_b, i, 0, 40), 0);
+  cr_assert_eq(g_b->poll(r, 100), 2);
+
+  Child c = Child::start([&](int in, int out) {
+    std::unique_ptr<ShmDevice> d = open_dev();  // a real sender: it has a region
+    uint64_t pos = claim_without_publishing(b, name_of(*d).key, moved_tail);
+    if (!child_put(out, pos)) return 2;
+    pause();  // killed here
+    return 3;
+  });
+  cr_assert_eq(c.get<uint64_t>(), 2u);
+  // A live sender queues behind the claimed cell.
+  for (uint64_t i = 2; i < 6; i++) cr_assert_eq(send_msg(*g_a, to_b, i, 0, i % 2 ? 40 : 3000), 0);
+  cr_assert_eq(g_b->poll(r, 100), 0, "a packet passed the unpublished cell");
+  kill(c.pid, SIGKILL);
+  int st = c.wait();
+  cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+
+  uint64_t t0 = pm::now_ns();
+  poll_until(*g_b, r, 6, 3000);
+  cr_assert_eq(r.got.size(), 6u, "the queue stayed stuck behind the dead claimant's cell");
+  cr_assert_geq(pm::now_ns() - t0, uint64_t(kClaimTimeoutMs / 2) * 1000000, "skipped too early");
+  for (uint64_t i = 0; i < 6; i++) check_pkt(r.got[i], from_a, i, 0, i >= 2 && i % 2 == 0 ? 3000 : 40);
+  cr_assert_eq(stat_of(*g_b, "skipped"), 1u);
+  cr_assert_eq(stat_of(*g_b, "dropped"), 0u);
+  // The skipped cell is reused normally, lap after lap.
+  uint64_t i = 6;
+  for (int round = 0; round < 5; round++) {
+    for (uint32_t k = 0; k < kCells; k++, i++) cr_assert_eq(send_msg(*g_a, to_b, i, 0, 20 + k), 0);
+    cr_assert_eq(g_b->poll(r, 1000), int(kCells));
+  }
+  for (uint64_t k = 6; k < i; k++) check_pkt(r.got[k], from_a, k, 0, 20 + (k - 6) % kCells);
+}
+}  // namespace
+
+Test(shm, a_claimant_killed_before_publishing_is_skipped) { dead_claimant_case(true); }
+
+Test(shm, a_claimant_killed_before_moving_the_tail_is_skipped) { dead_claimant_case(false); }
+
+// A live claimant, however slow (here stopped), is never skipped: its cell
+// is waited for, then delivered in order.
+Test(shm, a_stopped_claimant_is_waited_for) {
+  g_b = open_dev();
+  g_a = open_dev();
+  const ShmName b = name_of(*g_b);
+  PeerId to_b = resolve(*g_a, *g_b);
+  Child c = Child::start([&](int in, int out) {
+    std::unique_ptr<ShmDevice> d = open_dev();
+    ShmName me = name_of(*d);
+    uint64_t pos = claim_without_publishing(b, me.key, true);
+    if (!child_put(out, me) || !child_put(out, pos)) return 2;
+    raise(SIGSTOP);
+    // Resumed: fill the cell properly and publish it.
+    pm::shm::Region r;
+    if (r.open(g_dir, b.uid, b.key) != 0) return 3;
+    pm::shm::Cell* cell = &r.cells()[pos & (r.cell_count() - 1)];
+    cell->intro = 0;
+    cell->fmt = pm::shm::kFmtCompact;
+    cell->op = pm::kPktEager;
+    cell->flags = 0;
+    cell->len = 5;
+    cell->compact.tag = 0x5709;
+    cell->compact.cq_data = 0;
+    memcpy(cell->compact.data, "late!", 5);
+    cell->seq.store(pm::shm::seq_published(pos));
+    char go;
+    return child_get(in, &go) ? 0 : 4;  // its region stays until the parent is done
+  });
+  ShmName child = c.get<ShmName>();
+  cr_assert_eq(c.get<uint64_t>(), 0u);
+  cr_assert_eq(send_msg(*g_a, to_b, 1, 0, 40), 0);
+  Recorder r;
+  poll_until(*g_b, r, 1, 4 * kClaimTimeoutMs);
+  cr_assert_eq(r.got.size(), 0u, "a stopped claimant's cell was skipped");
+  cr_assert_eq(stat_of(*g_b, "skipped"), 0u);
+  kill(c.pid, SIGCONT);
+  poll_until(*g_b, r, 2, 5000);
+  cr_assert_eq(r.got.size(), 2u);
+  cr_assert_eq(r.got[0].peer, resolve(*g_b, child));
+  cr_assert_eq(r.got[0].hdr.tag, 0x5709u);
+  cr_assert(r.got[0].data == std::vector<uint8_t>({'l', 'a', 't', 'e', '!'}));
+  check_pkt(r.got[1], resolve(*g_b, *g_a), 1, 0, 40);
+  c.put('x');
+  c.expect_exit0();
+}
+
+// --- region files truncated or scribbled on by another process ---------------------
+
+namespace {
+void truncate_from_another_process(const std::string& path, off_t size) {
+  Child c = Child::start([&](int, int) { return truncate(path.c_str(), size) == 0 ? 0 : 2; });
+  c.expect_exit0();
+  struct stat st;
+  cr_assert_eq(stat(path.c_str(), &st), 0);
+  cr_assert_eq(st.st_size, size);
+}
+}  // namespace
+
+// The receiver's file shrinks under everyone: no SIGBUS; its senders fail
+// it with an error, and the receiver itself reports every peer's session
+// reset and refuses to go on.
+Test(shm, a_truncated_receiver_region_fails_cleanly_on_both_sides) {
+  g_a = open_dev();
+  g_b = open_dev();
+  PeerId to_b = resolve(*g_a, *g_b);
+  PeerId from_a = resolve(*g_b, *g_a);
+  Recorder r;
+  cr_assert_eq(send_msg(*g_a, to_b, 1, 0, 40), 0);
+  cr_assert_eq(g_b->poll(r, 100), 1);
+  truncate_from_another_process(path_of(*g_b), 4096);  // only the header is left
+
+  cr_assert_eq(send_msg(*g_a, to_b, 2, 0, 40), -FI_ECONNRESET);
+  cr_assert_eq(send_msg(*g_a, to_b, 3, 0, 3000), -FI_ECONNRESET);
+  cr_assert_not(g_a->peer_alive(to_b));
+
+  cr_assert_eq(g_b->poll(r, 100), 0);
+  cr_assert_eq(r.got.size(), 1u);
+  cr_assert_eq(r.resets.size(), 1u, "the owner reported %zu session resets", r.resets.size());
+  cr_assert_eq(r.resets[0], from_a);
+  cr_assert_eq(g_b->poll(r, 100), 0);
+  cr_assert_eq(r.resets.size(), 1u, "reported twice");
+  cr_assert_not(g_b->peer_alive(from_a));
+  cr_assert_eq(send_msg(*g_b, from_a, 4, 0, 40), -FI_EIO);
+  cr_assert_eq(stat_of(*g_b, "broken"), 1u);
+  // A sender unaware of it so far fails too (its region is refused: too small).
+  g_c = open_dev();
+  cr_assert_eq(send_msg(*g_c, resolve(*g_c, *g_b), 5, 0, 40), -FI_EHOSTUNREACH);
+}
+
+// The sender's file shrinks: the receiver drops its chunk packet (instead
+// of delivering zeros or dying) and resets the session; the sender cannot
+// use its chunks any more.
+Test(shm, a_truncated_sender_region_fails_its_chunk_packets) {
+  g_a = open_dev();
+  g_b = open_dev();
+  PeerId to_b = resolve(*g_a, *g_b);
+  PeerId from_a = resolve(*g_b, *g_a);
+  cr_assert_eq(send_msg(*g_a, to_b, 1, 0, 3000), 0);  // a chunk
+  cr_assert_eq(send_msg(*g_a, to_b, 2, 0, 100), 0);   // inline
+  truncate_from_another_process(path_of(*g_a), 4096);
+
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 100), 2);
+  cr_assert_eq(r.got.size(), 1u);
+  check_pkt(r.got[0], from_a, 2, 0, 100);
+  cr_assert_eq(stat_of(*g_b, "dropped"), 1u);
+  cr_assert_eq(r.resets.size(), 1u);
+  cr_assert_eq(r.resets[0], from_a);
+  cr_assert_not(g_b->peer_alive(from_a));
+
+  cr_assert_eq(send_msg(*g_a, to_b, 3, 0, 3000), -FI_EIO);
+  Recorder ra;
+  cr_assert_eq(g_a->poll(ra, 100), 0);
+  cr_assert_eq(ra.resets.size(), 1u);
+  cr_assert_eq(stat_of(*g_a, "broken"), 1u);
+}
+
+// Headers whose parts do not add up are refused (a sender would otherwise
+// write past the mapping); the owner keeps using the layout it made.
+Test(shm, regions_whose_header_does_not_add_up_are_refused) {
+  g_b = open_dev();
+  g_a = open_dev();
+  PeerId a_to_b = resolve(*g_a, *g_b);
+  cr_assert_eq(send_msg(*g_a, a_to_b, 1, 0, 40), 0);  // A maps B while it is sound
+  const std::string pb = path_of(*g_b);
+  using Info = pm::shm::RegionInfo;
+  void (*const breakers[])(Info&) = {
+      [](Info& h) { h.cells_off = h.size; },
+      [](Info& h) { h.cells_off = h.size - 64; },
+      [](Info& h) { h.cells = 24; },
+      [](Info& h) { h.cells = 1u << 30; },
+      [](Info& h) { h.cell_size = 128; },
+      [](Info& h) { h.intros_off = h.cells_off + 64; },
+      [](Info& h) { h.states_off = h.intros_off; },
+      [](Info& h) { h.states_off = UINT64_MAX - 63; },
+      [](Info& h) { h.chunks_off = h.states_off + 64; },
+      [](Info& h) { h.chunk_size += 1; },
+      [](Info& h) { h.chunks = 0xffff; },
+      [](Info& h) { h.chunks_off = UINT64_MAX & ~uint64_t(4095); },
+      [](Info& h) { h.size += 4096; },
+      [](Info& h) { h.alias_len = 65; },
+      [](Info& h) { h.hdr_size = 64; },
+      [](Info& h) { h.cells_off = 64; },
+  };
+  Info good;
+  {
+    int fd = ::open(pb.c_str(), O_RDONLY);
+    cr_assert_eq(pread(fd, &good, sizeof good, 0), ssize_t(sizeof good));
+    close(fd);
+  }
+  int k = 0;
+  for (auto* f : breakers) {
+    patch_header(pb, f);
+    std::unique_ptr<ShmDevice> d = open_dev();
+    int rc = send_msg(*d, resolve(*d, *g_b), 10, 0, 40);
+    cr_assert_eq(rc, -FI_EHOSTUNREACH, "header change %d: send gave %d", k, rc);
+    patch_header(pb, [](Info& h) {});
+    int fd = ::open(pb.c_str(), O_WRONLY);
+    cr_assert_eq(pwrite(fd, &good, sizeof good, 0), ssize_t(sizeof good));
+    close(fd);
+    k++;
+  }
+  // Scribbled on while mapped: the owner and its earlier peers use their
+  // own validated copies of the layout.
+  patch_header(pb, [](Info& h) { h.cells_off = 1u << 30; h.chunks_off = 0; });
+  cr_assert_eq(send_msg(*g_a, a_to_b, 2, 3, 3000), 0);
+  Recorder r;
+  cr_assert_eq(g_b->poll(r, 100), 2);
+  check_pkt(r.got[0], resolve(*g_b, *g_a), 1, 0, 40);
+  check_pkt(r.got[1], resolve(*g_b, *g_a), 2, 3, 3000);
+}
+
+// --- single copy reaches the region's owner, and only it ---------------------------
+
+namespace {
+bool cma_permitted() {
+  uint64_t s = 42, d = 0;
+  struct iovec l = {&d, sizeof d}, r = {&s, sizeof s};
+  return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == ssize_t(sizeof d);
+}
+char g_cma_buf[4096];
+}  // namespace
+
+// A header can name any pid (here: a forked copy of this process, with the
+// same addresses but other bytes). Single copy goes to the process that
+// holds the region's owner lock, as the kernel reports it, never to that pid.
+Test(shm, cma_reaches_the_lock_holder_not_the_pid_a_header_names) {
+  if (!cma_permitted()) cr_skip_test("process_vm_readv is not permitted here");
+  g_a = open_dev();
+  memset(g_cma_buf, 'P', sizeof g_cma_buf);
+  Child victim = Child::start([&](int in, int out) {
+    memset(g_cma_buf, 'V', sizeof g_cma_buf);
+    char c;
+    return child_put(out, 'r') && child_get(in, &c) ? 0 : 2;
+  });
+  cr_assert_eq(victim.get<char>(), 'r');
+  // The name and the header now both claim the victim owns A's region.
+  ShmName forged = name_of(*g_a);
+  forged.pid = uint32_t(victim.pid);
+  patch_header(path_of(*g_a), [](pm::shm::RegionInfo& h) {});
+  {
+    int fd = ::open(path_of(*g_a).c_str(), O_RDWR);
+    pm::shm::RegionInfo h;
+    cr_assert_eq(pread(fd, &h, sizeof h, 0), ssize_t(sizeof h));
+    h.owner_pid = uint32_t(victim.pid);
+    cr_assert_eq(pwrite(fd, &h, sizeof h, 0), ssize_t(sizeof h));
+    close(fd);
+  }
+  g_b = open_dev();
+  PeerId p = resolve(*g_b, forged);
+  cr_assert(g_b->can_read_remote(p));
+  char got[64] = {};
+  struct iovec l = {got, sizeof got}, r = {g_cma_buf + 100, sizeof got};
+  cr_assert_eq(g_b->read_remote(p, &l, 1, &r, 1), ssize_t(sizeof got));
+  for (char ch : got) cr_assert_eq(ch, 'P', "single copy read the victim's memory");
+  victim.put('x');
+  victim.expect_exit0();
+}
+
+// The owner dies after single copy was set up: its pid is not read (nor
+// written) again, whoever holds it now.
+Test(shm, cma_to_an_owner_that_died_fails) {
+  if (!cma_permitted()) cr_skip_test("process_vm_readv is not permitted here");
+  g_b = open_dev();
+  Child c = Child::start([&](int in, int out) {
+    std::unique_ptr<ShmDevice> d = open_dev();
+    memset(g_cma_buf, 'C', sizeof g_cma_buf);
+    char x;
+    return child_put(out, name_of(*d)) && child_get(in, &x) ? 0 : 2;
+  });
+  ShmName child = c.get<ShmName>();
+  PeerId p = resolve(*g_b, child);
+  cr_assert(g_b->can_read_remote(p));
+  char got[16] = {};
+  struct iovec l = {got, sizeof got}, r = {g_cma_buf, sizeof got};
+  cr_assert_eq(g_b->read_remote(p, &l, 1, &r, 1), ssize_t(sizeof got));
+  cr_assert_eq(got[0], 'C');
+  kill(c.pid, SIGKILL);
+  c.wait();
+  cr_assert_eq(g_b->read_remote(p, &l, 1, &r, 1), -FI_ECONNRESET);
+  cr_assert_eq(g_b->write_remote(p, &l, 1, &r, 1), -FI_ECONNRESET);
+}
+
+// --- signals --------------------------------------------------------------------
+
+namespace {
+// In a child that has not used pmshm yet (so pmshm installs its handlers
+// there, lazily, over what `prepare` set up): opens a device, lets
+// `provoke` send it a signal, then must still own a working region: the
+// parent sends it a packet and gets one back.
+template <class P, class F>
+void survives_signal(P prepare, F provoke) {
+  Child c = Child::start([&](int in, int out) {
+    if (!prepare()) return 2;
+    std::unique_ptr<ShmDevice> d = open_dev();
+    if (!provoke()) return 3;
+    ShmName me = name_of(*d);
+    if (!exists(pm::shm::region_path(g_dir, me.uid, me.key))) return 4;
+    if (!child_put(out, me)) return 5;
+    Recorder r;
+    for (int i = 0; i < 5000 && r.got.empty(); i++, usleep(1000)) d->poll(r, 10);
+    if (r.got.size() != 1 || r.got[0].data.size() != 33) return 6;
+    return send_msg(*d, r.got[0].peer, 8, 0, 44) == 0 ? 0 : 7;
+  });
+  ShmName child = c.get<ShmName>();
+  cr_assert(exists(pm::shm::region_path(g_dir, child.uid, child.key)));
+  g_a = open_dev();
+  PeerId to = resolve(*g_a, child);
+  cr_assert_eq(send_msg(*g_a, to, 7, 0, 33), 0);
+  c.expect_exit0();
+  Recorder r;
+  cr_assert_eq(g_a->poll(r, 10), 1);
+  check_pkt(r.got[0], to, 8, 0, 44);
+}
+
+int g_sigint_seen;
+}  // namespace
+
+// nohup: SIGHUP ignored before the first region stays ignored.
+Test(shm, an_ignored_sighup_leaves_the_region_alone) {
+  survives_signal([] { return signal(SIGHUP, SIG_IGN) != SIG_ERR; }, [] { return raise(SIGHUP) == 0; });
+}
+
+// An application handler that keeps its process running: pmshm calls it and
+// unlinks nothing.
+Test(shm, an_application_sigint_handler_runs_and_the_region_stays) {
+  survives_signal(
+      [] {
+        g_sigint_seen = 0;
+        struct sigaction sa {};
+        sa.sa_handler = [](int) { g_sigint_seen++; };
+        sigemptyset(&sa.sa_mask);
+        return sigaction(SIGINT, &sa, nullptr) == 0;
+      },
+      [] {
+        struct sigaction cur {};
+        sigaction(SIGINT, nullptr, &cur);
+        bool pmshm_in_front = (cur.sa_flags & SA_SIGINFO) != 0;  // the test means something
+        return pmshm_in_front && raise(SIGINT) == 0 && raise(SIGINT) == 0 && g_sigint_seen == 2;
+      });
+}
+
+// The default action: the region goes, and the process dies of the signal.
+Test(shm, a_default_sigterm_removes_the_region_and_kills) {
+  Child c = Child::start([&](int in, int out) {
+    signal(SIGTERM, SIG_DFL);
+    std::unique_ptr<ShmDevice> d = open_dev();
+    if (!child_put(out, name_of(*d))) return 2;
+    raise(SIGTERM);
+    return 3;
+  });
+  ShmName child = c.get<ShmName>();
+  int st = c.wait();
+  cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "status 0x%x", st);
+  cr_assert_not(exists(pm::shm::region_path(g_dir, child.uid, child.key)));
+}
+
+// A forked child that exits normally does not take its parent's region.
+Test(shm, a_forked_child_exiting_leaves_the_parents_region) {
+  g_a = open_dev();
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) exit(0);  // atexit handlers run in the child
+  int st = 0;
+  cr_assert_eq(waitpid(pid, &st, 0), pid);
+  cr_assert(exists(path_of(*g_a)), "the child's exit removed the parent's region");
 }
