@@ -36,6 +36,14 @@ constexpr uint32_t kRegionMagic = 0x47524d50; // "PMRG"
 constexpr uint64_t kProbeSalt = 0x5a17c0ffee15600dull;
 constexpr uint32_t kInline = UINT32_MAX;     // Cell::chunk for inline payloads
 
+// Well-known endpoints (fi_getinfo's service, docs/fi_pmshm.7.md): keys
+// below 2^33 are never drawn at random. pmshm's endpoint opened for service
+// s has key s; the shared-memory region of pmeth's endpoint for service s
+// has key kPmethServiceKey + s. Their names carry pid 0 ("whichever process
+// owns the region"): a client builds them from the service alone.
+constexpr uint64_t kPmethServiceKey = 1ull << 32;
+inline bool is_service_key(uint64_t key) { return key != 0 && (key >> 32) <= 1; }
+
 struct ShmName {
   uint32_t magic;
   uint16_t version;
