@@ -35,6 +35,10 @@ struct EpConfig {
     bool thread_safe = false;  // also forced by FT_THREADING=safe
     size_t cq_size = 0;        // 0: provider default
     int mr_mode = 0;           // hints->domain_attr->mr_mode (one-sided tests)
+    // fi_getinfo's node, service and flags (FI_SOURCE), as an application
+    // that addresses its peers by host and service passes them.
+    std::string node, service;
+    uint64_t getinfo_flags = 0;
     // Called after the CQ is bound and before fi_enable (e.g. to bind
     // counters); fids it opens can be handed to Endpoint::adopt.
     std::function<void(Endpoint&)> before_enable;
