@@ -259,7 +259,7 @@ class PmEth final : public ProviderDef {
           d.host = self.host;
           d.has_shm = true;
           d.shm_uid = getuid();
-          d.shm_key = shm::kPmethServiceKey + req.svc;
+          d.shm_key = shm::pmeth_service_key(d.host, req.svc);
         }
       }
       encode_name(bytes, d);
@@ -422,10 +422,10 @@ class PmEth final : public ProviderDef {
     if (!dc.reliable || !(info.caps & FI_LOCAL_COMM) || !g_params.get_bool("shm")) return eth;
     // A well-known endpoint has a well-known region, so that a client that
     // knows only this host and the service reaches it (set_addrs).
-    uint64_t key = is_service_id(wc.ep_id) ? shm::kPmethServiceKey + wc.ep_id : 0;
+    uint64_t key = is_service_id(wc.ep_id) ? shm::pmeth_service_key(dc.host, wc.ep_id) : 0;
     std::unique_ptr<shm::ShmDevice> shm = shm::ShmDevice::open(shm::DeviceConfig::defaults(), dc.host, err, key);
     if (!shm && *err == -FI_EADDRINUSE) {
-      PM_INFO(FI_LOG_EP_CTRL, "the shared-memory region of service %u is held by another endpoint (another "
+      PM_INFO(FI_LOG_EP_CTRL, "the shared-memory region of service %u is held by another endpoint (in another "
               "network namespace); same-host peers reach this one only by its full name", wc.ep_id);
       shm = shm::ShmDevice::open(shm::DeviceConfig::defaults(), dc.host, err);
     }
