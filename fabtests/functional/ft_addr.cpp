@@ -163,6 +163,17 @@ void case_service() {
         FT_CHECK(ep.info->dest_addr && ep.info->dest_addrlen == ep.name().size(),
                  "fi_getinfo(%s, %s) gave no dest_addr of the name's length", cfg.node.c_str(), cfg.service.c_str());
         fi_addr_t server = ep.insert(bytes_of(ep.info->dest_addr, ep.info->dest_addrlen));
+        // fi_av_insertsvc and fi_av_insertsym name the same endpoint (the AV
+        // gives an address it holds its existing entry).
+        fi_addr_t by_svc = FI_ADDR_NOTAVAIL, by_sym[2] = {FI_ADDR_NOTAVAIL, FI_ADDR_NOTAVAIL};
+        int n = fi_av_insertsvc(ep.av, cfg.node.c_str(), cfg.service.c_str(), &by_svc, 0, nullptr);
+        FT_CHECK(n == 1 && by_svc == server, "fi_av_insertsvc(%s, %s): %d, fi_addr %llu (the dest_addr's: %llu)",
+                 cfg.node.c_str(), cfg.service.c_str(), n, (unsigned long long)by_svc, (unsigned long long)server);
+        n = fi_av_insertsym(ep.av, cfg.node.c_str(), 1, cfg.service.c_str(), 2, by_sym, 0, nullptr);
+        FT_CHECK(n == 2 && by_sym[0] == server && by_sym[1] != server && by_sym[1] != FI_ADDR_NOTAVAIL,
+                 "fi_av_insertsym(%s, 1, %s, 2): %d, fi_addrs %llu %llu (the dest_addr's: %llu)", cfg.node.c_str(),
+                 cfg.service.c_str(), n, (unsigned long long)by_sym[0], (unsigned long long)by_sym[1],
+                 (unsigned long long)server);
         oob_send_bytes(0, ep.name());
         auto r = post_recv(ep, 200000, true, 0xA2);
         wait_signal_progress(ep, 0, kReady);
@@ -202,7 +213,8 @@ void case_service_taken() {
     second.expect_err(&r2->ctx, FI_ECANCELED, "the cancelled receive");
 }
 
-// fi_av_straddr gives a readable form of a dest_addr and of a name.
+// fi_av_straddr gives a readable form of a dest_addr and of a name;
+// fi_av_insertsvc refuses names that name nothing.
 void case_straddr() {
     EpConfig cfg;
     cfg.node = addr_of(0);
@@ -221,6 +233,11 @@ void case_straddr() {
         for (char c : str) FT_CHECK(isprint((unsigned char)c), "fi_av_straddr gave unprintable bytes: \"%s\"", s);
         log("%s: %s", k ? "name" : "dest_addr", s);
     }
+    fi_addr_t a = 0;
+    int n = fi_av_insertsvc(ep.av, "g00n13s", "9228", &a, 0, nullptr);
+    FT_CHECK(n < 0, "fi_av_insertsvc(g00n13s): %d, expected an error", n);
+    n = fi_av_insertsvc(ep.av, addr_of(0).c_str(), "ftp", &a, 0, nullptr);
+    FT_CHECK(n < 0, "fi_av_insertsvc(%s, ftp): %d, expected an error", addr_of(0).c_str(), n);
 }
 
 }  // namespace
