@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package the build, the tests and the demo need.
+# Installs every Debian 12 package the build, the tests and the demo need
+# (autoconf, automake, libtool, python3: libfabric's fabtests, upstream.*).
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libfabric-dev libfabric-bin libhwloc-dev libcriterion-dev
       procps util-linux iproute2 nftables gnuplot-nox
-      openmpi-bin libopenmpi-dev)
+      openmpi-bin libopenmpi-dev
+      autoconf automake libtool python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

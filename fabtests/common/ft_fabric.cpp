@@ -39,10 +39,12 @@ fi_info* make_hints(const EpConfig& cfg) {
 Endpoint::Endpoint(const EpConfig& c) : cfg(c) {
     try {
         fi_info* hints = make_hints(cfg);
-        int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &info);
+        int rc = fi_getinfo(kApiVersion, cfg.node.empty() ? nullptr : cfg.node.c_str(),
+                            cfg.service.empty() ? nullptr : cfg.service.c_str(), cfg.getinfo_flags, hints, &info);
         fi_freeinfo(hints);
-        FT_CHECK(rc == 0 && info, "fi_getinfo(prov=%s, RDM, caps=%s) failed: %d (%s)",
-                 g_opt.prov.c_str(), flags_str(cfg.caps).c_str(), rc, errstr(rc));
+        FT_CHECK(rc == 0 && info, "fi_getinfo(prov=%s, RDM, caps=%s, node=%s, service=%s) failed: %d (%s)",
+                 g_opt.prov.c_str(), flags_str(cfg.caps).c_str(), cfg.node.c_str(), cfg.service.c_str(), rc,
+                 errstr(rc));
         // The list may also hold utility providers layered on this one
         // ("<prov>;ofi_rxd"): take the provider itself.
         fi_info* own = nullptr;

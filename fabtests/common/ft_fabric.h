@@ -39,6 +39,10 @@ struct EpConfig {
     fi_progress progress = FI_PROGRESS_UNSPEC;
     uint64_t cq_bind_flags = 0;  // added to FI_TRANSMIT|FI_RECV (e.g. FI_SELECTIVE_COMPLETION)
     uint64_t clear_caps = 0;     // taken out of the returned fi_info's caps before fi_endpoint
+    // fi_getinfo's node, service and flags (FI_SOURCE), as an application
+    // that addresses its peers by host and service passes them.
+    std::string node, service;
+    uint64_t getinfo_flags = 0;
     // Called after the CQ is bound and before fi_enable (e.g. to bind
     // counters); fids it opens can be handed to Endpoint::adopt.
     std::function<void(Endpoint&)> before_enable;

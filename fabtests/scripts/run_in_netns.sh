@@ -10,6 +10,9 @@
 # that share of the EtherType 0x88b5 frames arriving on each veth; the counts
 # are printed at the end, and the run fails if plenty of frames were seen but
 # none dropped (the rule would not be doing its job).
+# The veths also get IPv4 addresses (192.0.2.1/24 on <prefix>va, .2 on
+# <prefix>vb; FT_ADDRS lists them per rank) for tests that address a peer by
+# host (fi_getinfo's node).
 # With PM_NETNS_RAILS=n the ranks get n rails each (FT_IFACE entries a+b+..,
 # pmeth's trunk domain), with PM_NETNS_RATE=<tc rate> every rail a tbf qdisc.
 # The command is bounded by PM_NETNS_TIMEOUT seconds (default 80), so that
@@ -55,8 +58,9 @@ fi
 if [[ -n ${PM_NETNS_RATE:-} ]]; then
     "$netns" rate "$prefix" "$PM_NETNS_RATE" || exit 1
 fi
+"$netns" addr "$prefix" || exit 1
 read -r rails_a rails_b < <("$netns" rails "$prefix") || exit 1
-export FT_NETNS="${prefix}a,${prefix}b" FT_IFACE="$rails_a,$rails_b"
+export FT_NETNS="${prefix}a,${prefix}b" FT_IFACE="$rails_a,$rails_b" FT_ADDRS="192.0.2.1,192.0.2.2"
 echo "run_in_netns.sh: FT_NETNS=$FT_NETNS FT_IFACE=$FT_IFACE mtu=$mtu loss=$loss% rate=${PM_NETNS_RATE:-none}"
 # In the background so that a signal to this script is handled at once.
 timeout -k 5 "$limit" "$@" &

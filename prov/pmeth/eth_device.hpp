@@ -62,6 +62,9 @@ class EthDevice final : public Device {
   // device does, before any traffic).
   void set_shm_part(uint32_t uid, uint32_t pid, uint64_t key);
   const EthName& self() const noexcept { return self_; }
+  // Descriptors that hold this endpoint's well-known id (claim_service_id)
+  // for as long as the device lives.
+  void keep_claims(std::vector<UniqueFd> claims) { claims_ = std::move(claims); }
   size_t rails() const noexcept { return rails_.size(); }
   ~EthDevice() override;
 
@@ -216,6 +219,7 @@ class EthDevice final : public Device {
   void declare_unreachable(Peer& p, const char* why);
 
   DeviceConfig cfg_;
+  std::vector<UniqueFd> claims_;
   std::vector<Rail> rails_;
   UniqueFd epfd_;                 // trunks: every rail's fd
   uint32_t ep_id_;

@@ -20,6 +20,7 @@
 #include "core/info_template.hpp"
 #include "core/provider.hpp"
 #include "composite_device.hpp"
+#include "eth_addr.hpp"
 #include "eth_device.hpp"
 #include "eth_iface.hpp"
 #include "wire/wire.hpp"
@@ -75,6 +76,10 @@ const ParamSpec kParams[] = {
     {"iface_cache_ms", T::kInt,
      "how long fi_getinfo reuses its scan of the interfaces, in ms (0: scan on every call); a change of "
      "FI_PMETH_IFACE, _BACKEND, _TX_SIZE or _RX_SIZE rescans at once",
+     "1000"},
+    {"resolve_ms", T::kInt,
+     "fi_getinfo with a node: how long to wait for the kernel to resolve the peer's IPv4 address to its MAC "
+     "(ARP) when the neighbour table has no entry",
      "1000"},
 };
 
@@ -169,6 +174,85 @@ AuthKey job_auth_key(const fi_info& info, const char** where) {
   return derive_key(nullptr, 0);
 }
 
+// A name as src_addr carries it: as a peer's name, but the endpoint id may be
+// 0 ("any": the endpoint draws one).
+bool decode_src(const void* addr, size_t len, EthName* n) {
+  if (!addr || len != kNameLen) return false;
+  uint8_t b[kNameLen];
+  memcpy(b, addr, kNameLen);
+  uint32_t id = get32(b + 8);
+  if (id == 0) put32(b + 8, 1);
+  if (!decode_name(b, kNameLen, n)) return false;
+  n->ep_id = id;
+  return true;
+}
+
+// This domain's own name without an endpoint id: its rails' MACs (from the
+// fi_info's NIC) and this host.
+EthName domain_name(const fi_info& info, std::vector<std::string>* rails) {
+  *rails = split(info.domain_attr->name, '+');
+  EthName n;
+  n.host = this_host();
+  n.rails = uint8_t(std::min(rails->size(), kMaxRails));
+  if (info.nic && info.nic->link_attr && info.nic->link_attr->address) {
+    std::vector<std::string> macs = split(info.nic->link_attr->address, '+');
+    for (size_t r = 0; r < macs.size() && r < n.rails; r++) parse_mac(macs[r], n.mac[r]);
+  }
+  return n;
+}
+
+// FI_SOURCE with a node: the node must name this domain: one of its
+// interfaces (by name, MAC, or an IP address assigned to it).
+bool node_on_domain(const char* node, const std::vector<std::string>& rails, const EthName& self,
+                    std::string* why) {
+  uint8_t mac[6];
+  for (size_t r = 0; r < rails.size(); r++)
+    if (rails[r] == node || (parse_mac(node, mac) && r < self.rails && !memcmp(mac, self.mac[r], 6)))
+      return true;
+  std::vector<IpAddr> addrs;
+  if (!resolve_node(node, &addrs, why)) return false;
+  std::vector<IfAddr> locals = local_addrs();
+  for (const IpAddr& a : addrs)
+    for (const std::string& r : rails) {
+      if (r == "lo" && is_local(a, {})) return true;
+      for (const IfAddr& l : locals)
+        if (l.iface == r && l.addr == a) return true;
+    }
+  *why = std::string("node \"") + node + "\" (" + addrs[0].str() + ") is not an address of " + join(rails, '+');
+  return false;
+}
+
+// A destination node: this host (a local address: the peer is reached on
+// this domain's own MAC, or through shared memory) or a neighbour on the
+// first rail's subnets (its MAC from the neighbour table). false with *why.
+bool resolve_dest(const char* node, const std::vector<std::string>& rails, bool* local, uint8_t mac[6],
+                  std::string* why) {
+  *local = false;
+  if (!node) {
+    *local = true;
+    return true;
+  }
+  std::vector<IpAddr> addrs;
+  if (!resolve_node(node, &addrs, why)) return false;
+  std::vector<IfAddr> locals = loopback_backend() ? std::vector<IfAddr>{} : local_addrs();
+  for (const IpAddr& a : addrs)
+    if (is_local(a, locals)) {
+      *local = true;
+      return true;
+    }
+  std::string nets;
+  for (const IpAddr& a : addrs)
+    for (const IfAddr& l : locals) {
+      if (l.iface != rails[0]) continue;
+      if (in_subnet(a, l)) return neighbour_mac(rails[0], a, int(g_params.get_int("resolve_ms")), mac, why);
+      if (a.family == l.addr.family) nets += " " + l.addr.str() + "/" + std::to_string(l.prefix);
+    }
+  *why = std::string("node \"") + node + "\" (" + addrs[0].str() + ") is neither this host nor on a subnet of " +
+         rails[0] + (nets.empty() ? std::string(" (it has no IP address)") : " (" + nets.substr(1) + ")") +
+         "; pmeth frames are not routed";
+  return false;
+}
+
 class PmEth final : public ProviderDef {
  public:
   const char* name() const override { return "pmeth"; }
@@ -180,6 +264,56 @@ class PmEth final : public ProviderDef {
   std::string name_str(const void* n, size_t len) const override {
     EthName e;
     return decode_name(n, len, &e) ? EthDevice::format_name(e) : "(invalid pmeth address)";
+  }
+
+  // docs/fi_pmeth.7.md, "Addressing by node and service".
+  bool set_addrs(fi_info& info, const AddrRequest& req, std::string* why) override {
+    std::vector<std::string> rails;
+    EthName self = domain_name(info, &rails);
+    EthName src = self;
+    if (req.source) {
+      if (req.node && !node_on_domain(req.node, rails, self, why)) return false;
+      src.ep_id = req.svc;
+    } else if (req.hints && req.hints->src_addr) {
+      if (!decode_src(req.hints->src_addr, req.hints->src_addrlen, &src) || memcmp(src.mac[0], self.mac[0], 6)) {
+        *why = "hints->src_addr is not a pmeth address of " + std::string(info.domain_attr->name);
+        return false;
+      }
+    }
+    uint8_t bytes[kNameLen];
+    encode_name(bytes, src);
+    if (!set_info_addr(&info.src_addr, &info.src_addrlen, bytes, kNameLen)) return false;
+    if (req.dest()) {
+      EthName d;  // host 0: not known from an IP address (the handshake tells)
+      d.ep_id = req.svc;
+      bool local = false;
+      if (!resolve_dest(req.node, rails, &local, d.mac[0], why)) return false;
+      if (local) {
+        memcpy(d.mac[0], self.mac[0], 6);
+        // On this host: with the composite device, the endpoint of this
+        // service has a well-known shared-memory region, reached that way.
+        // Not with FI_PMETH_HOST_ID: one machine then stands in for several
+        // hosts, and an address of it does not tell which one.
+        if (req.svc && info.ep_attr->type == FI_EP_RDM && (info.caps & FI_LOCAL_COMM) && g_params.get_bool("shm") &&
+            g_params.get_string("host_id").empty()) {
+          d.host = self.host;
+          d.has_shm = true;
+          d.shm_uid = getuid();
+          d.shm_key = shm::pmeth_service_key(d.host, req.svc);
+        }
+      }
+      encode_name(bytes, d);
+      return set_info_addr(&info.dest_addr, &info.dest_addrlen, bytes, kNameLen);
+    }
+    if (req.hints && req.hints->dest_addr) {
+      EthName d;
+      if (!decode_name(req.hints->dest_addr, req.hints->dest_addrlen, &d)) {
+        *why = "hints->dest_addr is not a pmeth address";
+        return false;
+      }
+      return set_info_addr(&info.dest_addr, &info.dest_addrlen, req.hints->dest_addr, kNameLen);
+    }
+    return true;
   }
 
   size_t packet_size(const fi_info& info) const override {
@@ -309,14 +443,32 @@ class PmEth final : public ProviderDef {
   std::unique_ptr<Device> open_device(Domain&, const fi_info& info, int* err) override {
     WireConfig wc;
     wc.ethertype = uint16_t(g_params.get_int("ethertype"));
-    do {
-      if (getrandom(&wc.ep_id, sizeof wc.ep_id, 0) != sizeof wc.ep_id) wc.ep_id = uint32_t(getpid());
-    } while (wc.ep_id == 0);
+    // An fi_info from fi_getinfo(FI_SOURCE, service s) names the endpoint of
+    // id s: it takes that id on every rail unless another endpoint holds it.
+    std::string domain = info.domain_attr->name;
+    EthName src;
+    std::vector<UniqueFd> claims;
+    if (decode_src(info.src_addr, info.src_addrlen, &src) && is_service_id(src.ep_id)) {
+      for (const std::string& r : split(domain, '+')) {
+        claims.push_back(claim_service_id(r, src.ep_id));
+        if (claims.back()) continue;
+        PM_INFO(FI_LOG_EP_CTRL, "service %u is held by another endpoint on %s; this one gets an id of its own",
+                src.ep_id, r.c_str());
+        claims.clear();
+        break;
+      }
+    }
+    if (!claims.empty()) {
+      wc.ep_id = src.ep_id;
+    } else {
+      do {
+        if (getrandom(&wc.ep_id, sizeof wc.ep_id, 0) != sizeof wc.ep_id) wc.ep_id = uint32_t(getpid()) << 16;
+      } while (wc.ep_id <= kMaxServiceId);
+    }
     wc.rx_ring_bytes = g_params.get_size("rx_ring_kb") * 1024;
     wc.tx_ring_bytes = g_params.get_size("tx_ring_kb") * 1024;
     // One wire per rail: the domain name is an interface, or a trunk a+b+...
     std::vector<std::unique_ptr<Wire>> rails;
-    std::string domain = info.domain_attr->name;
     for (size_t start = 0; start <= domain.size();) {
       size_t plus = domain.find('+', start);
       wc.iface = domain.substr(start, plus == std::string::npos ? std::string::npos : plus - start);
@@ -353,6 +505,7 @@ class PmEth final : public ProviderDef {
     dc.checksum = g_params.get_bool("checksum");
     std::unique_ptr<EthDevice> eth = EthDevice::open(dc, std::move(rails), wc.ep_id, err);
     if (!eth) return nullptr;
+    eth->keep_claims(std::move(claims));
     // FI_LOCAL_COMM / FI_REMOTE_COMM are secondary capabilities: caps that
     // name neither still get the best path to every peer. Only an info that
     // names remote communication without local turns shared memory off.
@@ -360,7 +513,15 @@ class PmEth final : public ProviderDef {
     if (!dc.reliable || remote_only || !g_params.get_bool("shm")) return eth;
     shm::DeviceConfig sc = shm::DeviceConfig::defaults();
     sc.claim_timeout_ms = int(g_params.get_int("peer_timeout_ms"));
-    std::unique_ptr<shm::ShmDevice> shm = shm::ShmDevice::open(sc, dc.host, err);
+    // A well-known endpoint has a well-known region, so that a client that
+    // knows only this host and the service reaches it (set_addrs).
+    uint64_t key = is_service_id(wc.ep_id) ? shm::pmeth_service_key(dc.host, wc.ep_id) : 0;
+    std::unique_ptr<shm::ShmDevice> shm = shm::ShmDevice::open(sc, dc.host, err, key);
+    if (!shm && *err == -FI_EADDRINUSE) {
+      PM_INFO(FI_LOG_EP_CTRL, "the shared-memory region of service %u is held by another endpoint (in another "
+              "network namespace); same-host peers reach this one only by its full name", wc.ep_id);
+      shm = shm::ShmDevice::open(sc, dc.host, err);
+    }
     if (!shm) {
       PM_WARN(FI_LOG_EP_CTRL, "no shared-memory path for same-host peers (%s); they go through Ethernet",
               fi_strerror(-*err));

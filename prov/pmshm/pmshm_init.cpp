@@ -9,6 +9,7 @@
 
 #include "base/host_id.hpp"
 #include "base/log.hpp"
+#include "base/netaddr.hpp"
 #include "base/param.hpp"
 #include "core/info_template.hpp"
 #include "core/provider.hpp"
@@ -38,6 +39,38 @@ const ParamSpec kParams[] = {
 
 constexpr uint32_t kProvVersion = FI_VERSION(1, 0);
 
+// Whether a node names this host: "localhost", this host's name, or a name
+// or address that resolves to an address of this host (any interface of
+// this network namespace, or loopback). pmshm reaches nothing else.
+bool node_is_this_host(const char* node, std::string* why) {
+  if (!strcmp(node, "localhost")) return true;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0 && !strcmp(node, host)) return true;
+  std::vector<IpAddr> addrs;
+  if (!resolve_node(node, &addrs, why)) return false;
+  std::vector<IfAddr> locals = local_addrs();
+  for (const IpAddr& a : addrs)
+    if (is_local(a, locals)) return true;
+  *why = std::string("node \"") + node + "\" (" + addrs[0].str() +
+         ") is not this host; pmshm reaches endpoints on this host only";
+  return false;
+}
+
+// A name as fi_getinfo returns it: the endpoint of service `svc` on this
+// host (0: none given; as src_addr it means "any name").
+ShmName service_name(uint32_t svc) {
+  return ShmName{kNameMagic, kVersion, 0, uint32_t(getuid()), 0, svc, host_id()};
+}
+
+// A src_addr the application passes back (hints->src_addr, or an fi_info
+// given to fi_endpoint): a pmshm name of this host and user.
+bool src_name(const void* addr, size_t len, ShmName* out) {
+  if (!addr || len != sizeof(ShmName)) return false;
+  memcpy(out, addr, sizeof *out);
+  return out->magic == kNameMagic && out->version == kVersion && out->host == host_id() &&
+         out->uid == getuid();
+}
+
 class PmShm final : public ProviderDef {
  public:
   const char* name() const override { return "pmshm"; }
@@ -48,6 +81,31 @@ class PmShm final : public ProviderDef {
     ShmName s;
     memcpy(&s, n, sizeof s);
     return ShmDevice::format_name(s);
+  }
+
+  bool set_addrs(fi_info& info, const AddrRequest& req, std::string* why) override {
+    if (req.node && !node_is_this_host(req.node, why)) return false;
+    ShmName src = service_name(0), dest;
+    if (req.source) src = service_name(req.svc);
+    if (req.hints && req.hints->src_addr && !req.source) {
+      if (!src_name(req.hints->src_addr, req.hints->src_addrlen, &src)) {
+        *why = "hints->src_addr is not a pmshm address of this host and user";
+        return false;
+      }
+    }
+    if (!set_info_addr(&info.src_addr, &info.src_addrlen, &src, sizeof src)) return false;
+    const void* d = nullptr;
+    if (req.dest()) {
+      dest = service_name(req.svc);
+      d = &dest;
+    } else if (req.hints && req.hints->dest_addr) {
+      if (!ShmDevice::valid_name(req.hints->dest_addr, req.hints->dest_addrlen)) {
+        *why = "hints->dest_addr is not a pmshm address";
+        return false;
+      }
+      d = req.hints->dest_addr;
+    }
+    return !d || set_info_addr(&info.dest_addr, &info.dest_addrlen, d, sizeof(ShmName));
   }
 
   size_t packet_size(const fi_info&) const override { return std::max<size_t>(g_params.get_size("chunk_size"), 4096); }
@@ -88,7 +146,20 @@ class PmShm final : public ProviderDef {
     cfg.connect_timeout_ms = int(g_params.get_int("connect_timeout_ms"));
     // A queue cell claimed this long and still unpublished: is its claimant alive?
     cfg.claim_timeout_ms = int(g_params.get_int("peer_timeout_ms"));
-    return ShmDevice::open(cfg, host_id(), err);
+    // An fi_info from fi_getinfo(FI_SOURCE, service s) names the endpoint
+    // of service s: it takes that name unless another endpoint holds it.
+    ShmName src;
+    uint64_t key = 0;
+    if (src_name(info.src_addr, info.src_addrlen, &src) && is_service_key(src.key) && !(src.key >> 32))
+      key = src.key;
+    std::unique_ptr<ShmDevice> dev = ShmDevice::open(cfg, host_id(), err, key);
+    if (!dev && *err == -FI_EADDRINUSE) {
+      PM_INFO(FI_LOG_EP_CTRL, "service %llu is held by another endpoint on this host; this one gets a "
+              "name of its own", (unsigned long long)key);
+      *err = 0;
+      dev = ShmDevice::open(cfg, host_id(), err);
+    }
+    return dev;
   }
 
 };

@@ -23,7 +23,7 @@ namespace pm::shm {
 namespace {
 uint64_t random_key() {
   uint64_t k = 0;
-  while (k == 0)
+  while (k == 0 || is_service_key(k))
     if (getrandom(&k, sizeof k, 0) != sizeof k) k = now_ns() ^ (uint64_t(getpid()) << 32);
   return k;
 }
@@ -67,11 +67,11 @@ bool cma_pays_off() {
 }
 }  // namespace
 
-std::unique_ptr<ShmDevice> ShmDevice::open(const DeviceConfig& cfg, uint64_t host, int* err) {
+std::unique_ptr<ShmDevice> ShmDevice::open(const DeviceConfig& cfg, uint64_t host, int* err, uint64_t key) {
   std::unique_ptr<ShmDevice> d(new ShmDevice(cfg));
   uint32_t uid = getuid();
   cleanup_stale(cfg.region.dir, uid);
-  uint64_t key = random_key();
+  if (!is_service_key(key)) key = random_key();
   // Registered processes can be fenced by a sleeping owner (see send());
   // registration is per process, so it is done once.
   static const bool registered =
@@ -81,7 +81,7 @@ std::unique_ptr<ShmDevice> ShmDevice::open(const DeviceConfig& cfg, uint64_t hos
     *err = rc;
     return nullptr;
   }
-  d->name_ = ShmName{kNameMagic, kVersion, 0, uid, uint32_t(getpid()), key, host};
+  d->name_ = ShmName{kNameMagic, kVersion, 0, uid, is_service_key(key) ? 0 : uint32_t(getpid()), key, host};
   d->mask_ = cfg.region.cells - 1;
   d->cma_self_ = cfg.cma != CmaPolicy::kOff && cma_self_probe();
   if (cfg.cma != CmaPolicy::kOff && !d->cma_self_)

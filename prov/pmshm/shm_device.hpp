@@ -32,7 +32,9 @@ struct DeviceConfig {
 
 class ShmDevice final : public Device {
  public:
-  static std::unique_ptr<ShmDevice> open(const DeviceConfig& cfg, uint64_t host, int* err);
+  // `key`: a well-known key (is_service_key) to take, 0 for a random one.
+  // -FI_EADDRINUSE when a live endpoint holds that key.
+  static std::unique_ptr<ShmDevice> open(const DeviceConfig& cfg, uint64_t host, int* err, uint64_t key = 0);
   ~ShmDevice() override;
 
   const void* name() const noexcept override { return &name_; }

@@ -52,6 +52,20 @@ constexpr uint32_t kMaxCells = 1u << 24;
 constexpr uint32_t kMaxChunks = 1u << 16;
 constexpr uint32_t kMaxChunkSize = 1u << 26;
 
+// Well-known endpoints (fi_getinfo's service, docs/fi_pmshm.7.md): keys
+// below 2^33 are never drawn at random. pmshm's endpoint opened for service
+// s has key s; the shared-memory region of pmeth's endpoint for service s
+// on host id h has key pmeth_service_key(h, s) (the host id in it keeps the
+// regions of "hosts" that tests run on one machine apart). Their names
+// carry pid 0 ("whichever process owns the region"): a client builds them
+// from the service (and its own host id) alone.
+constexpr uint64_t kPmethServiceKey = 1ull << 32;
+inline bool is_service_key(uint64_t key) { return key != 0 && (key >> 32) <= 1; }
+inline uint64_t pmeth_service_key(uint64_t host, uint32_t svc) {
+  uint64_t h = host ^ (host >> 16) ^ (host >> 32) ^ (host >> 48);
+  return kPmethServiceKey | ((h & 0xffff) << 16) | (svc & 0xffff);
+}
+
 struct ShmName {
   uint32_t magic;
   uint16_t version;

@@ -165,6 +165,7 @@ int Region::create(const RegionConfig& cfg, uint64_t key, uint64_t host, bool fe
   std::string path = region_path(cfg.dir, uid, key);
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!fd) {
+    if (errno == EEXIST) return -FI_EADDRINUSE;  // a well-known key another endpoint holds
     PM_WARN(FI_LOG_EP_CTRL, "cannot create %s: %s", path.c_str(), strerror(errno));
     return -FI_EIO;
   }

@@ -47,7 +47,7 @@ PeerId ShmDevice::learn_sender(uint64_t key, uint8_t intro) noexcept {
     if (intro == 0) collect_intros(true);  // it found no free slot: reclaim those of dead writers
     if (r.open(cfg_.region.dir, name_.uid, key) != 0) return kNoPeer;
     const RegionInfo& h = r.info();
-    n = ShmName{kNameMagic, kVersion, 0, h.uid, h.owner_pid, key, h.host};
+    n = ShmName{kNameMagic, kVersion, 0, h.uid, is_service_key(key) ? 0 : h.owner_pid, key, h.host};
     alias_len = uint8_t(h.alias_len);  // validated <= kAliasMax
     memcpy(alias, h.alias, alias_len);
   }
@@ -100,7 +100,8 @@ const void* ShmDevice::chunk_payload(PeerId peer, uint32_t chunk, uint32_t len,
     Region r;
     if (r.open(cfg_.region.dir, p.name.uid, p.name.key) != 0) return nullptr;
     const RegionInfo& h = r.info();
-    if (h.owner_pid != p.name.pid || h.uid != p.name.uid || h.host != p.name.host) return nullptr;
+    bool pid_ok = h.owner_pid == p.name.pid || (p.name.pid == 0 && is_service_key(p.name.key));
+    if (!pid_ok || h.uid != p.name.uid || h.host != p.name.host) return nullptr;
     p.region = std::move(r);
   }
   const Region& r = p.region;

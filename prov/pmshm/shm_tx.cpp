@@ -19,7 +19,9 @@ int ShmDevice::map_peer(Peer& p) noexcept {
   if (rc == 0) {
     // The key found a region: it must be the endpoint the name describes.
     const RegionInfo& h = p.region.info();
-    if (h.owner_pid == p.name.pid && h.host == p.name.host && h.uid == p.name.uid) {
+    // (A well-known service name carries pid 0: any owner of that key.)
+    bool pid_ok = h.owner_pid == p.name.pid || (p.name.pid == 0 && is_service_key(p.name.key));
+    if (pid_ok && h.host == p.name.host && h.uid == p.name.uid) {
       if (p.region.owner_alive()) return 0;
       found_dead(p, "has left (its region remains for its receivers)");
       return -FI_ECONNRESET;

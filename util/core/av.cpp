@@ -1,5 +1,7 @@
 #include "core/av.hpp"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -7,6 +9,7 @@
 #include <rdma/fi_errno.h>
 
 #include "base/log.hpp"
+#include "base/netaddr.hpp"
 #include "core/domain.hpp"
 #include "core/provider.hpp"
 
@@ -112,6 +115,34 @@ const char* Av::straddr(const void* addr, char* buf, size_t* len) {
 
 namespace {
 Av* av_of(fid_av* f) { return Av::from(f); }
+
+// fi_av_insertsvc/insertsym: the name fi_getinfo(node, service) would give
+// as dest_addr on this AV's domain (outside the domain lock: resolving may
+// wait for the network). 0, or -FI_EADDRNOTAVAIL with the reason at info level.
+int resolve_svc(Av* av, const char* node, const char* service, std::string* name) {
+  AddrRequest req;
+  req.node = node;
+  req.service = service;
+  std::string why;
+  if (!parse_service(service, &req.svc, &why)) {
+    PM_INFO(FI_LOG_AV, "%s", why.c_str());
+    return -FI_EADDRNOTAVAIL;
+  }
+  fi_info* i = fi_dupinfo(av->domain().info);
+  if (!i) return -FI_ENOMEM;
+  set_info_addr(&i->src_addr, &i->src_addrlen, nullptr, 0);
+  set_info_addr(&i->dest_addr, &i->dest_addrlen, nullptr, 0);
+  int rc = 0;
+  if (!g_provdef->set_addrs(*i, req, &why) || !i->dest_addr || !req.dest()) {
+    PM_INFO(FI_LOG_AV, "no address for node %s, service %s: %s", node ? node : "(null)",
+            service ? service : "(null)", why.empty() ? "no destination named" : why.c_str());
+    rc = -FI_EADDRNOTAVAIL;
+  } else {
+    name->assign(static_cast<const char*>(i->dest_addr), i->dest_addrlen);
+  }
+  fi_freeinfo(i);
+  return rc;
+}
 template <class F>
 int locked(Av* av, F&& f) noexcept {
   return guard([&] {
@@ -123,6 +154,56 @@ int pm_av_insert(fid_av* f, const void* addr, size_t count, fi_addr_t* out, uint
                  void* ctx) noexcept {
   Av* av = av_of(f);
   return locked(av, [&] { return av->insert(addr, count, out, flags, ctx); });
+}
+int pm_av_insertsvc(fid_av* f, const char* node, const char* service, fi_addr_t* out, uint64_t flags,
+                    void* ctx) noexcept {
+  Av* av = av_of(f);
+  return guard([&] {
+    if (flags) return -FI_EBADFLAGS;
+    std::string name;
+    if (int rc = resolve_svc(av, node, service, &name)) return rc;
+    std::lock_guard<SpinLock> g(av->domain().lock());
+    return av->insert(name.data(), 1, out, 0, ctx);
+  });
+}
+// nodecnt IPv4 addresses from `node` on (the last ones incremented) times
+// svccnt services from `service` on, node by node.
+int pm_av_insertsym(fid_av* f, const char* node, size_t nodecnt, const char* service, size_t svccnt,
+                    fi_addr_t* out, uint64_t flags, void* ctx) noexcept {
+  Av* av = av_of(f);
+  return guard([&] {
+    if (flags) return -FI_EBADFLAGS;
+    if (!node || !service || !nodecnt || !svccnt) return -FI_EINVAL;
+    in_addr base{};
+    uint32_t svc0 = 0;
+    std::string why;
+    if ((nodecnt > 1 && inet_pton(AF_INET, node, &base) != 1) || !parse_service(service, &svc0, &why) ||
+        svc0 + svccnt - 1 > 65535)
+      return -FI_EINVAL;
+    std::vector<std::string> names;
+    for (size_t n = 0; n < nodecnt; n++) {
+      char host[INET_ADDRSTRLEN];
+      const char* h = node;
+      if (nodecnt > 1) {
+        in_addr a{htonl(ntohl(base.s_addr) + uint32_t(n))};
+        inet_ntop(AF_INET, &a, host, sizeof host);
+        h = host;
+      }
+      for (size_t k = 0; k < svccnt; k++) {
+        std::string svc = std::to_string(svc0 + k), name;
+        if (int rc = resolve_svc(av, h, svc.c_str(), &name)) return rc;
+        names.push_back(std::move(name));
+      }
+    }
+    std::lock_guard<SpinLock> g(av->domain().lock());
+    int ok = 0;
+    for (size_t i = 0; i < names.size(); i++) {
+      int rc = av->insert(names[i].data(), 1, out ? out + i : nullptr, 0, ctx);
+      if (rc < 0) return rc;
+      ok += rc;
+    }
+    return ok;
+  });
 }
 int pm_av_remove(fid_av* f, fi_addr_t* a, size_t count, uint64_t flags) noexcept {
   Av* av = av_of(f);
@@ -166,8 +247,8 @@ const fi_ops kAvFiOps = {
 const fi_ops_av kAvOps = {
     .size = ops_size<fi_ops_av>(),
     .insert = pm_av_insert,
-    .insertsvc = PM_ENOSYS(fi_ops_av, insertsvc),
-    .insertsym = PM_ENOSYS(fi_ops_av, insertsym),
+    .insertsvc = pm_av_insertsvc,
+    .insertsym = pm_av_insertsym,
     .remove = pm_av_remove,
     .lookup = pm_av_lookup,
     .straddr = pm_av_straddr,

@@ -9,6 +9,7 @@
 
 #include "abi/fid_box.hpp"
 #include "base/log.hpp"
+#include "base/netaddr.hpp"
 #include "base/param.hpp"
 #include "core/domain.hpp"
 #include "core/provider.hpp"
@@ -16,6 +17,18 @@
 namespace pm {
 
 ProviderDef* g_provdef = nullptr;
+
+bool set_info_addr(void** field, size_t* field_len, const void* addr, size_t len) {
+  free(*field);
+  *field = nullptr;
+  *field_len = 0;
+  if (!addr || !len) return true;
+  *field = malloc(len);
+  if (!*field) return false;
+  memcpy(*field, addr, len);
+  *field_len = len;
+  return true;
+}
 const fi_provider* g_prov = nullptr;
 
 int fabric_open(fi_fabric_attr* attr, fid_fabric** out, void* ctx) noexcept;
@@ -152,6 +165,15 @@ int pm_getinfo(uint32_t version, const char* node, const char* service, uint64_t
       return -FI_ENODATA;
     }
     std::string why;
+    AddrRequest req;
+    req.node = node;
+    req.service = service;
+    req.source = flags & FI_SOURCE;
+    req.hints = hints;
+    if (!parse_service(service, &req.svc, &why)) {
+      PM_INFO(FI_LOG_CORE, "%s: %s", g_provdef->name(), why.c_str());
+      return -FI_ENODATA;
+    }
     fi_info* tmpls = g_provdef->templates(&why);
     if (!tmpls) {
       PM_INFO(FI_LOG_CORE, "%s unavailable: %s", g_provdef->name(), why.c_str());
@@ -176,6 +198,12 @@ int pm_getinfo(uint32_t version, const char* node, const char* service, uint64_t
       o->next = nullptr;
       if (hints) apply_hints(*o, *hints, version);
       else if (version < FI_VERSION(1, 5)) o->domain_attr->mr_mode = FI_MR_SCALABLE;
+      why.clear();
+      if (!g_provdef->set_addrs(*o, req, &why)) {
+        PM_INFO(FI_LOG_CORE, "domain %s: %s", t->domain_attr->name, why.c_str());
+        fi_freeinfo(o);
+        continue;
+      }
       *tail = o;
       tail = &o->next;
     }

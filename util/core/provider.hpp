@@ -15,6 +15,17 @@ namespace pm {
 
 class Domain;
 
+// What fi_getinfo's node, service and flags ask for, for one call.
+struct AddrRequest {
+  const char* node = nullptr;     // a host name or address; nullptr: none
+  const char* service = nullptr;  // as given
+  uint32_t svc = 0;               // the service as a number (0: none)
+  bool source = false;            // FI_SOURCE: node/service name the local address
+  const fi_info* hints = nullptr; // src_addr / dest_addr the application passes
+  // node or service name a destination
+  bool dest() const { return !source && (node || svc); }
+};
+
 class ProviderDef {
  public:
   virtual ~ProviderDef() = default;
@@ -30,7 +41,16 @@ class ProviderDef {
   virtual size_t name_len() const = 0;
   virtual bool name_valid(const void* name, size_t len) const = 0;
   virtual std::string name_str(const void* name, size_t len) const = 0;
+  // Addresses of one returned fi_info (already shaped after the hints):
+  // sets its src_addr (always) and, when the request names a destination
+  // or the hints carry one, its dest_addr. false, with *why, when this
+  // domain cannot serve the request (the entry is then left out).
+  virtual bool set_addrs(fi_info& info, const AddrRequest& req, std::string* why) { return true; }
 };
+
+// Gives an fi_info address field a malloc'ed copy of `len` bytes (the core
+// frees them with free()); false when out of memory.
+bool set_info_addr(void** field, size_t* field_len, const void* addr, size_t len);
 
 extern ProviderDef* g_provdef;
 

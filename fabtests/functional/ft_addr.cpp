@@ -1,0 +1,252 @@
+// fi_getinfo's node and service (docs/fi_pmshm.7.md, docs/fi_pmeth.7.md,
+// "Addressing by node and service"): a server opens its endpoint from
+// fi_getinfo(node, service, FI_SOURCE), a client reaches it through the
+// dest_addr of fi_getinfo(node, service) alone, as libfabric's own fabtests
+// do; every entry carries a src_addr; names that name nothing fail with
+// -FI_ENODATA. FT_ADDRS gives each rank's IP address ("192.0.2.1,192.0.2.2"
+// in the namespace suites; default 127.0.0.1 for every rank).
+#include <unistd.h>
+
+#include <cctype>
+#include <cstring>
+#include <string>
+
+#include "ft_xfer.h"
+
+using namespace ft;
+
+namespace {
+
+constexpr uint32_t kReady = 0xADD001u, kDone = 0xADD002u;
+
+std::string addr_of(int r) {
+    const char* env = getenv("FT_ADDRS");
+    std::string list = env && *env ? env : "127.0.0.1";
+    std::string last;
+    size_t start = 0;
+    for (int i = 0; i <= r; i++) {
+        size_t c = list.find(',', start);
+        last = list.substr(start, c == std::string::npos ? std::string::npos : c - start);
+        if (c == std::string::npos) break;
+        start = c + 1;
+    }
+    return last;
+}
+
+bool in_namespaces() { return getenv("FT_ADDRS") && *getenv("FT_ADDRS"); }
+
+// A service number no other test of this run uses (tests run in parallel).
+std::string fresh_service() { return std::to_string(20000 + (getpid() % 40000)); }
+
+struct InfoList {
+    fi_info* head = nullptr;
+    int rc = 0;
+    ~InfoList() { fi_freeinfo(head); }
+};
+
+void query(InfoList& out, const char* node, const char* service, uint64_t flags) {
+    EpConfig cfg;
+    fi_info* hints = make_hints(cfg);
+    out.rc = fi_getinfo(kApiVersion, node, service, flags, hints, &out.head);
+    fi_freeinfo(hints);
+}
+
+std::vector<uint8_t> bytes_of(const void* p, size_t len) {
+    auto* b = static_cast<const uint8_t*>(p);
+    return std::vector<uint8_t>(b, b + len);
+}
+
+// Every entry of a successful query has a src_addr of the endpoint name's
+// length; a dest_addr only when `want_dest`.
+void check_addrs(const InfoList& l, const char* what, size_t name_len, bool want_dest) {
+    FT_CHECK(l.rc == 0 && l.head, "%s: fi_getinfo gave %d (%s)", what, l.rc, errstr(l.rc));
+    for (const fi_info* fi = l.head; fi; fi = fi->next) {
+        FT_CHECK(fi->src_addr && fi->src_addrlen == name_len, "%s: domain %s: src_addr %p, src_addrlen %zu (want %zu)",
+                 what, fi->domain_attr->name, fi->src_addr, fi->src_addrlen, name_len);
+        if (want_dest)
+            FT_CHECK(fi->dest_addr && fi->dest_addrlen == name_len, "%s: domain %s: dest_addr %p, dest_addrlen %zu",
+                     what, fi->domain_attr->name, fi->dest_addr, fi->dest_addrlen);
+        else
+            FT_CHECK(!fi->dest_addr && !fi->dest_addrlen, "%s: domain %s: unexpected dest_addr", what,
+                     fi->domain_attr->name);
+    }
+}
+
+void expect_enodata(const char* node, const char* service, uint64_t flags, const char* why) {
+    InfoList l;
+    query(l, node, service, flags);
+    FT_CHECK(l.rc == -FI_ENODATA, "fi_getinfo(node=%s, service=%s%s) (%s): expected -FI_ENODATA, got %d (%s)",
+             node ? node : "NULL", service ? service : "NULL", flags & FI_SOURCE ? ", FI_SOURCE" : "", why, l.rc,
+             errstr(l.rc));
+}
+
+// Every entry has a src_addr (no node or service, FI_SOURCE with a node,
+// FI_SOURCE with a service); node + service also give a dest_addr.
+void case_src_addr() {
+    Endpoint probe;
+    size_t len = probe.name().size();
+    std::string me = addr_of(rank());
+    {
+        InfoList l;
+        query(l, nullptr, nullptr, 0);
+        check_addrs(l, "no node, no service", len, false);
+    }
+    {
+        InfoList l;
+        query(l, me.c_str(), nullptr, FI_SOURCE);
+        check_addrs(l, "FI_SOURCE node", len, false);
+    }
+    {
+        InfoList l;
+        query(l, nullptr, "9228", FI_SOURCE);
+        check_addrs(l, "FI_SOURCE service", len, false);
+    }
+    {
+        InfoList l;
+        query(l, me.c_str(), "9228", 0);
+        check_addrs(l, "node + service", len, true);
+    }
+}
+
+// Names that name nothing: -FI_ENODATA, at once or within the resolution
+// bound; never an entry.
+void case_bad_node() {
+    double t0 = now_s();
+    expect_enodata("g00n13s", "9228", 0, "a host name that does not resolve");
+    expect_enodata("g00n13s", nullptr, FI_SOURCE, "FI_SOURCE, a host name that does not resolve");
+    expect_enodata("198.51.100.7", "9228", 0, "an address that is neither this host nor on a local subnet");
+    expect_enodata("198.51.100.7", nullptr, FI_SOURCE, "FI_SOURCE, an address of no local interface");
+    expect_enodata(addr_of(rank()).c_str(), "http", 0, "a service that is not a number");
+    expect_enodata(addr_of(rank()).c_str(), "70000", FI_SOURCE, "a service above 65535");
+    if (in_namespaces()) {
+        // On the interface's subnet, but nobody answers ARP for it. pmshm
+        // refuses it at once (not this host); pmeth after its resolution
+        // bound (FI_PMETH_RESOLVE_MS, 1 s by default).
+        double t1 = now_s();
+        expect_enodata("192.0.2.200", "9228", 0, "an address on the subnet that nobody answers for");
+        FT_CHECK(now_s() - t1 < 5.0, "the unanswered address took %.1f s to fail", now_s() - t1);
+    }
+    log("negative queries took %.2f s", now_s() - t0);
+}
+
+// The server opens its endpoint from fi_getinfo(its address, S, FI_SOURCE);
+// the client knows only the server's address and S. Messages both ways
+// (eager and rendezvous), and each side's FI_SOURCE names the other as the
+// address it inserted: the client's dest_addr and the server's learnt name
+// are the same peer.
+void case_service() {
+    EpConfig cfg;
+    cfg.caps |= FI_SOURCE;
+    if (rank() == 0) {
+        std::string svc = fresh_service();
+        cfg.node = addr_of(0);
+        cfg.service = svc;
+        cfg.getinfo_flags = FI_SOURCE;
+        Endpoint ep(cfg);
+        FT_CHECK(ep.info->src_addr, "the FI_SOURCE entry has no src_addr");
+        oob_send_bytes(1, std::vector<uint8_t>(svc.begin(), svc.end()));
+        std::vector<uint8_t> peer = oob_recv_bytes(1);
+        fi_addr_t client = ep.insert(peer);
+        auto r = post_recv(ep, 8192, true, 0xA1);
+        auto big = post_recv(ep, (1 << 20) + 5, true, 0xA3);
+        signal_peer(1, kReady);
+        complete_recv(ep, *r, {.len = 4000, .seed = 11, .tag = 0xA1, .src = client});
+        complete_recv(ep, *big, {.len = (1 << 20) + 5, .seed = 13, .tag = 0xA3, .src = client});
+        auto s = post_send(ep, client, 200000, 12, true, 0xA2);
+        complete_send(ep, *s);
+        wait_signal_progress(ep, 1, kDone);
+    } else {
+        std::vector<uint8_t> sv = oob_recv_bytes(0);
+        cfg.node = addr_of(0);
+        cfg.service = std::string(sv.begin(), sv.end());
+        Endpoint ep(cfg);
+        FT_CHECK(ep.info->dest_addr && ep.info->dest_addrlen == ep.name().size(),
+                 "fi_getinfo(%s, %s) gave no dest_addr of the name's length", cfg.node.c_str(), cfg.service.c_str());
+        fi_addr_t server = ep.insert(bytes_of(ep.info->dest_addr, ep.info->dest_addrlen));
+        // fi_av_insertsvc and fi_av_insertsym name the same endpoint (the AV
+        // gives an address it holds its existing entry).
+        fi_addr_t by_svc = FI_ADDR_NOTAVAIL, by_sym[2] = {FI_ADDR_NOTAVAIL, FI_ADDR_NOTAVAIL};
+        int n = fi_av_insertsvc(ep.av, cfg.node.c_str(), cfg.service.c_str(), &by_svc, 0, nullptr);
+        FT_CHECK(n == 1 && by_svc == server, "fi_av_insertsvc(%s, %s): %d, fi_addr %llu (the dest_addr's: %llu)",
+                 cfg.node.c_str(), cfg.service.c_str(), n, (unsigned long long)by_svc, (unsigned long long)server);
+        n = fi_av_insertsym(ep.av, cfg.node.c_str(), 1, cfg.service.c_str(), 2, by_sym, 0, nullptr);
+        FT_CHECK(n == 2 && by_sym[0] == server && by_sym[1] != server && by_sym[1] != FI_ADDR_NOTAVAIL,
+                 "fi_av_insertsym(%s, 1, %s, 2): %d, fi_addrs %llu %llu (the dest_addr's: %llu)", cfg.node.c_str(),
+                 cfg.service.c_str(), n, (unsigned long long)by_sym[0], (unsigned long long)by_sym[1],
+                 (unsigned long long)server);
+        oob_send_bytes(0, ep.name());
+        auto r = post_recv(ep, 200000, true, 0xA2);
+        wait_signal_progress(ep, 0, kReady);
+        auto s = post_send(ep, server, 4000, 11, true, 0xA1);
+        complete_send(ep, *s);
+        auto s2 = post_send(ep, server, (1 << 20) + 5, 13, true, 0xA3);
+        complete_send(ep, *s2);
+        complete_recv(ep, *r, {.len = 200000, .seed = 12, .tag = 0xA2, .src = server});
+        signal_peer(0, kDone);
+    }
+}
+
+// Two endpoints from the same FI_SOURCE service: the first holds the
+// service; the second still opens, under a name of its own. A client
+// addressing the service reaches the first.
+void case_service_taken() {
+    std::string svc = fresh_service();
+    EpConfig scfg;
+    scfg.node = addr_of(0);
+    scfg.service = svc;
+    scfg.getinfo_flags = FI_SOURCE;
+    Endpoint holder(scfg), second(scfg);
+    FT_CHECK(holder.name() != second.name(), "two endpoints got the same name");
+    EpConfig ccfg;
+    ccfg.node = addr_of(0);
+    ccfg.service = svc;
+    Endpoint client(ccfg);
+    fi_addr_t to = client.insert(bytes_of(client.info->dest_addr, client.info->dest_addrlen));
+    auto r1 = post_recv(holder, 4096, true, 0xB1);
+    auto r2 = post_recv(second, 4096, true, 0xB1);
+    auto s = post_send(client, to, 3000, 21, true, 0xB1);
+    // (The progress helper thread moves the client's side meanwhile.)
+    complete_recv(holder, *r1, {.len = 3000, .seed = 21, .tag = 0xB1});
+    complete_send(client, *s);
+    second.expect_quiet(0.2, "the endpoint that does not hold the service");
+    FT_CALL(fi_cancel(&second.ep->fid, &r2->ctx.fctx));
+    second.expect_err(&r2->ctx, FI_ECANCELED, "the cancelled receive");
+}
+
+// fi_av_straddr gives a readable form of a dest_addr and of a name;
+// fi_av_insertsvc refuses names that name nothing.
+void case_straddr() {
+    EpConfig cfg;
+    cfg.node = addr_of(0);
+    cfg.service = "9228";
+    Endpoint ep(cfg);
+    for (int k = 0; k < 2; k++) {
+        std::vector<uint8_t> a = k ? ep.name() : bytes_of(ep.info->dest_addr, ep.info->dest_addrlen);
+        char buf[256];
+        size_t len = sizeof buf;
+        const char* s = fi_av_straddr(ep.av, a.data(), buf, &len);
+        FT_CHECK(s && len > 1 && len <= sizeof buf, "fi_av_straddr: %p, len %zu", (const void*)s, len);
+        std::string str(s);
+        FT_EQ(str.size() + 1, len, "fi_av_straddr length (with the terminating 0)");
+        FT_CHECK(str.rfind(g_opt.prov + "://", 0) == 0, "fi_av_straddr gave \"%s\", not %s://...", s,
+                 g_opt.prov.c_str());
+        for (char c : str) FT_CHECK(isprint((unsigned char)c), "fi_av_straddr gave unprintable bytes: \"%s\"", s);
+        log("%s: %s", k ? "name" : "dest_addr", s);
+    }
+    fi_addr_t a = 0;
+    int n = fi_av_insertsvc(ep.av, "g00n13s", "9228", &a, 0, nullptr);
+    FT_CHECK(n < 0, "fi_av_insertsvc(g00n13s): %d, expected an error", n);
+    n = fi_av_insertsvc(ep.av, addr_of(0).c_str(), "ftp", &a, 0, nullptr);
+    FT_CHECK(n < 0, "fi_av_insertsvc(%s, ftp): %d, expected an error", addr_of(0).c_str(), n);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return run_main(argc, argv,
+                    {{"src_addr", 1, case_src_addr},
+                     {"bad_node", 1, case_bad_node},
+                     {"service", 2, case_service},
+                     {"service_taken", 1, case_service_taken},
+                     {"straddr", 1, case_straddr}});
+}

@@ -1,0 +1,90 @@
+# libfabric's own test suite, fabtests 1.17.0 (unmodified, from the
+# workspace's shared/thirdparty; docs/upstream_fabtests.md), against both
+# providers: built by the fixture test upstream.build into
+# <build>/upstream-fabtests (once: a finished build is reused), then
+# runfabtests.sh once per provider x setting x address mode, each its own
+# test, judged by fabtests/scripts/run_upstream_fabtests.sh (every test that
+# is not excluded must pass).
+set(_tp "")
+foreach(d "${PROJECT_SOURCE_DIR}/../shared/thirdparty" "${PROJECT_SOURCE_DIR}/../../shared/thirdparty")
+  if(NOT _tp AND EXISTS "${d}/fabtests-1.17.0.tar.gz")
+    get_filename_component(_tp "${d}" ABSOLUTE)
+  endif()
+endforeach()
+set(PM_FABTESTS_TARBALL "${_tp}/fabtests-1.17.0.tar.gz" CACHE FILEPATH
+    "fabtests-1.17.0.tar.gz (libfabric's test suite) for the upstream.* tests")
+if(NOT EXISTS "${PM_FABTESTS_TARBALL}")
+  message(WARNING "no fabtests-1.17.0.tar.gz found (looked in ../shared/thirdparty and ../../shared/thirdparty "
+                  "beside the source tree); set PM_FABTESTS_TARBALL to run libfabric's fabtests (upstream.*)")
+  return()
+endif()
+
+set(PM_UFT_DIR "${CMAKE_BINARY_DIR}/upstream-fabtests")
+set(PM_UFT_BIN "${PM_UFT_DIR}/install/bin")
+set(PM_UFT_CFG "${PROJECT_SOURCE_DIR}/fabtests/configs/upstream")
+set(PM_UFT_RUN "${PROJECT_SOURCE_DIR}/fabtests/scripts/run_upstream_fabtests.sh")
+
+add_test(NAME upstream.build
+         COMMAND ${PROJECT_SOURCE_DIR}/scripts/build_upstream_fabtests.sh ${PM_FABTESTS_TARBALL} ${PM_UFT_DIR})
+set_tests_properties(upstream.build PROPERTIES FIXTURES_SETUP upstream_fabtests TIMEOUT 1200 LABELS upstream)
+
+# pm_add_upstream_run(<name> <prov> <mode> [OOB] [TESTS <set>] [UBERTEST <cfg>] [TIMEOUT <s>])
+# registers upstream.<name>. The runs on this host's own network namespace
+# (local mode) take the lock upstream_local: they use the service 9228 and,
+# in -b mode, TCP port 3000. A netns run has namespaces of its own (and
+# pmeth's well-known shared-memory regions carry the host id, which differs
+# there), so it runs beside them.
+function(pm_add_upstream_run name prov mode)
+  cmake_parse_arguments(U "OOB" "TESTS;UBERTEST;TIMEOUT;PREFIX" "" ${ARGN})
+  if(NOT U_TESTS)
+    set(U_TESTS "unit,functional,short")
+  endif()
+  if(NOT U_TIMEOUT)
+    set(U_TIMEOUT 1200)
+  endif()
+  math(EXPR limit "${U_TIMEOUT} - 60")
+  set(args --limit ${limit} --bin ${PM_UFT_BIN} --prov ${prov} --mode ${mode} --tests ${U_TESTS} --timeout 60
+           --work ${CMAKE_BINARY_DIR}/upstream-runs/${name}
+           --exclude ${PM_UFT_CFG}/common.exclude --exclude ${PM_UFT_CFG}/${prov}.exclude)
+  if(U_OOB)
+    list(APPEND args --oob)
+  endif()
+  if(U_UBERTEST)
+    list(APPEND args --ubertest ${U_UBERTEST})
+  endif()
+  if(U_PREFIX)
+    list(APPEND args --prefix ${U_PREFIX})
+  endif()
+  add_test(NAME upstream.${name} COMMAND ${PM_UFT_RUN} ${args})
+  set_tests_properties(upstream.${name} PROPERTIES
+    ENVIRONMENT "FI_PROVIDER_PATH=${PM_PROVIDER_DIR}"
+    FIXTURES_REQUIRED upstream_fabtests TIMEOUT ${U_TIMEOUT} SKIP_RETURN_CODE 77 LABELS upstream)
+  if(mode STREQUAL "local")
+    set_tests_properties(upstream.${name} PROPERTIES RESOURCE_LOCK upstream_local)
+  else()
+    set_tests_properties(upstream.${name} PROPERTIES LABELS "upstream;netns")
+  endif()
+endfunction()
+
+# The quick set (unit, functional, short), in fi_getinfo's node/service mode
+# (runfabtests' default) and in -b mode (addresses swapped out of band).
+pm_add_upstream_run(pmshm.local pmshm local)
+pm_add_upstream_run(pmshm.local_oob pmshm local OOB)
+# pmeth on lo, both sides with this host's id: the composite device's
+# shared memory carries the traffic.
+pm_add_upstream_run(pmeth.lo pmeth local)
+pm_add_upstream_run(pmeth.lo_oob pmeth local OOB)
+# pmeth between two network namespaces joined by a veth pair, each side its
+# own host id: real Ethernet frames, node/service resolved through ARP
+# (root; skipped otherwise).
+pm_add_upstream_run(pmeth.netns pmeth netns PREFIX pmuftn)
+pm_add_upstream_run(pmeth.netns_oob pmeth netns OOB PREFIX pmuftnb)
+# fi_ubertest (-t complex) with each provider's configuration: 3 to 5
+# minutes each, so not in the CI run (its time budget); configure with
+# -DPM_UPSTREAM_COMPLEX=ON to register them (docs/upstream_fabtests.md).
+option(PM_UPSTREAM_COMPLEX "register the fi_ubertest runs of libfabric's fabtests (upstream.*.complex)" OFF)
+if(PM_UPSTREAM_COMPLEX)
+  pm_add_upstream_run(pmshm.complex pmshm local TESTS complex UBERTEST ${PM_UFT_CFG}/pmshm.test)
+  pm_add_upstream_run(pmeth.lo.complex pmeth local TESTS complex UBERTEST ${PM_UFT_CFG}/pmeth.test)
+  pm_add_upstream_run(pmeth.netns.complex pmeth netns TESTS complex UBERTEST ${PM_UFT_CFG}/pmeth.test PREFIX pmuftc)
+endif()
