@@ -7,6 +7,7 @@ set(PM_THIRDPARTY_DIR "" CACHE PATH
     "directory with the third-party tarballs (default: shared/thirdparty beside the checkout or one level above)")
 set(PM_THIRDPARTY_CACHE "${CMAKE_BINARY_DIR}/thirdparty" CACHE PATH
     "where scripts/thirdparty.sh builds libfabric 2.6 and SOS (reused across runs)")
+option(PM_SOS_ALL "register SOS's suite for both SOS builds and all three settings (else: the default build over pmeth)" OFF)
 
 set(_tp ${PROJECT_SOURCE_DIR}/scripts/thirdparty.sh)
 set(_tp_env "PM_THIRDPARTY_DIR=${PM_THIRDPARTY_DIR}")
@@ -52,3 +53,36 @@ set_tests_properties(libfabric26.pingpong.pmshm libfabric26.pingpong.pmeth libfa
   PROPERTIES FIXTURES_REQUIRED lf26 ENVIRONMENT "FI_PROVIDER_PATH=${PM_PROVIDER_DIR};FI_PMETH_IFACE=lo"
   TIMEOUT 120 LABELS "libfabric26;pingpong")
 set_tests_properties(libfabric26.pingpong.pmeth_eth PROPERTIES DISABLED TRUE)
+
+# --- Sandia OpenSHMEM --------------------------------------------------------
+# Two builds: SOS's default configuration (as its CI: --with-ofi=/usr
+# --enable-pmi-simple; asks for FI_PROGRESS_AUTO) and the same with
+# --enable-ofi-manual-progress. Each runs SOS's make check with 2 PEs under
+# Hydra (tests/run_sos.sh) in three settings: pmeth (shared memory between the
+# PEs), pmeth_eth (host ids 1 and 2: Ethernet frames on lo), pmshm.
+# By default only the default build over pmeth is registered (CI time);
+# -DPM_SOS_ALL=ON or scripts/sos.sh runs everything.
+set(_sos_builds "default;manual")
+set(_sos_args_default "")
+set(_sos_args_manual "--enable-ofi-manual-progress")
+foreach(b ${_sos_builds})
+  if(NOT PM_SOS_ALL AND NOT b STREQUAL "default")
+    continue()
+  endif()
+  add_test(NAME thirdparty.sos.${b} COMMAND ${_tp} sos ${PM_THIRDPARTY_CACHE} ${b} ${_sos_args_${b}})
+  set_tests_properties(thirdparty.sos.${b} PROPERTIES
+    FIXTURES_SETUP sos_${b} ENVIRONMENT "${_tp_env}" TIMEOUT 2400 PROCESSORS 2 LABELS "sos;thirdparty")
+  set(_settings pmeth pmeth_eth pmshm)
+  if(NOT PM_SOS_ALL)
+    set(_settings pmeth)
+  endif()
+  foreach(s ${_settings})
+    add_test(NAME sos.${b}.${s} COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/run_sos.sh
+             ${PM_THIRDPARTY_CACHE}/sos-1.5.3-${b}/src ${s})
+    # One run at a time per SOS build (the results live in its tree), alone on
+    # the machine (2 busy-polling PEs).
+    set_tests_properties(sos.${b}.${s} PROPERTIES FIXTURES_REQUIRED sos_${b} RESOURCE_LOCK sos_${b}
+      ENVIRONMENT "FI_PROVIDER_PATH=${PM_PROVIDER_DIR};SOS_RESULTS=${CMAKE_BINARY_DIR}/sos-results/${b}.${s}"
+      TIMEOUT 2400 PROCESSORS 2 LABELS sos)
+  endforeach()
+endforeach()
