@@ -52,7 +52,8 @@ for b in $builds; do
     ((PIPESTATUS[0] == 0)) || rc=1
     line=$(grep "^SOS $s: " "$results/$b.$s.txt" | tail -n1)
     fails=$(sed -n 's/^failing tests: //p' "$results/$b.$s.txt")
-    summary+=("$b $line${fails:+ (failing: $fails)}")
+    nofab=$(sed -n 's/^no fabric: \([0-9]*\) tests.*: /\1 without a fabric: /p' "$results/$b.$s.txt")
+    summary+=("$b $line${fails:+ (failing: $fails)}${nofab:+ ($nofab)}")
   done
 done
 printf '%s\n' "${summary[@]}" | tee "$results/summary.txt"

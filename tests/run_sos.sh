@@ -59,25 +59,26 @@ while IFS= read -r trs; do
   esac
 done < <(find "$testdir" -name '*.trs' | sort)
 
+# Tests that found no fabric (the provider refused SOS's hints) are listed
+# together with the provider's reason; the others one by one with SOS's error
+# lines, the provider's warnings and how the PEs ended.
+nofab=() other=()
 for t in "${failed[@]}"; do
-  # SOS's own error lines, the provider's warnings, how the PEs ended.
+  if grep -q -s "did not find any valid fabric" "$testdir/$t.log"; then nofab+=("$t"); else other+=("$t"); fi
+done
+for t in "${other[@]}"; do
   echo "--- FAIL $t ($testdir/$t.log):"
   grep -a -E '^\[[0-9]+\] +|<warn> .*pm(eth|shm)|terminated with signal|exit status|Terminated|Killed|FAIL|ERROR' \
     "$testdir/$t.log" | grep -v 'fi_getinfo: provider .* returned -61' | head -n 8 | cut -c1-300
 done
-if ((${#failed[@]})); then
-  echo "failing tests: ${failed[*]}"
-  # Why the provider was refused, once, from its own info-level log line.
-  logs=("${failed[@]/#/$testdir/}")
-  first=$(grep -l -s "did not find any valid fabric" "${logs[@]/%/.log}" | head -n1)
-  first=${first%.log}
-  first=${first#"$testdir"/}
-  if [[ -n "$first" && -x "$testdir/$first" ]]; then
-    why=$(cd "$(dirname "$testdir/$first")" && FI_LOG_LEVEL=info SOS_PE_TIMEOUT=20 \
-          timeout -k 5 40 "$hydra" -np 1 "$here/sos_pe.sh" "./$(basename "$first")" 2>&1 |
-          grep -a -m1 "$SHMEM_OFI_PROVIDER.*\(does not fit the hints\|unavailable\)")
-    echo "SOS found no fabric: ${why#*<info> }"
-  fi
+((${#other[@]})) && echo "failing tests: ${other[*]}"
+if ((${#nofab[@]})); then
+  # The provider's own info-level line saying why, from one rerun.
+  why=$(cd "$(dirname "$testdir/${nofab[0]}")" && FI_LOG_LEVEL=info SOS_PE_TIMEOUT=20 \
+        timeout -k 5 40 "$hydra" -np 1 "$here/sos_pe.sh" "./$(basename "${nofab[0]}")" 2>&1 |
+        grep -a -m1 "$SHMEM_OFI_PROVIDER.*\(does not fit the hints\|unavailable\)")
+  echo "no fabric: ${#nofab[@]} tests failed in shmem_init, OFI transport did not find any valid fabric services: ${why#*<info> }"
+  echo "  (${nofab[*]:0:5} ...)"
 fi
 if [[ -n "${SOS_RESULTS:-}" ]]; then
   mkdir -p "$SOS_RESULTS"
