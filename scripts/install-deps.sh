@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package the build, the tests and the demo need
-# (autoconf, automake, libtool, python3: libfabric's fabtests, upstream.*).
+# Installs every Debian 12 package the build, the tests and the demo need.
+# autoconf, automake, libtool, python3: libfabric's fabtests (upstream.*),
+# libfabric 2.6 and Sandia OpenSHMEM (scripts/thirdparty.sh); mpich: its
+# Hydra launcher (mpiexec.hydra) for SOS. Open MPI keeps the mpirun/mpicc
+# alternatives (priority 50 against mpich's 40).
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libfabric-dev libfabric-bin libhwloc-dev libcriterion-dev
       procps util-linux iproute2 nftables gnuplot-nox
       openmpi-bin libopenmpi-dev
-      autoconf automake libtool python3)
+      autoconf automake libtool python3 mpich)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -16,6 +16,7 @@
 #include <rdma/fi_errno.h>
 
 #include "base/clock.hpp"
+#include "abi/api_version.hpp"
 #include "base/iov.hpp"
 #include "base/log.hpp"
 #include "core/atomic_ops.hpp"
@@ -386,7 +387,7 @@ int Domain::mr_reg(const fi_mr_attr& attr, uint64_t flags, fid_mr** out) {
   if (attr.access & ~uint64_t(FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE))
     return -FI_EINVAL;
   int mode = info->domain_attr->mr_mode;
-  bool basic = mode == FI_MR_BASIC;
+  bool basic = mode == kMrBasic;
   virt_addr_ = basic || (mode & FI_MR_VIRT_ADDR);
   uint64_t key;
   if (basic || (mode & FI_MR_PROV_KEY)) {

@@ -7,6 +7,7 @@
 
 #include <rdma/fi_errno.h>
 
+#include "abi/api_version.hpp"
 #include "abi/fid_box.hpp"
 #include "base/log.hpp"
 #include "base/netaddr.hpp"
@@ -66,7 +67,7 @@ std::string mismatch(const fi_info& t, const fi_info& h, uint32_t version) {
              "PROGRESS_INTERVAL_US=0)";
     if (d->cq_data_size > t.domain_attr->cq_data_size) return "cq_data_size larger than 8 requested";
     if (d->caps & ~t.domain_attr->caps) return "domain capabilities not supported: " + caps_str(d->caps & ~t.domain_attr->caps);
-    if (d->mr_mode != FI_MR_UNSPEC && d->mr_mode != FI_MR_BASIC && d->mr_mode != FI_MR_SCALABLE &&
+    if (d->mr_mode != kMrUnspec && d->mr_mode != kMrBasic && d->mr_mode != kMrScalable &&
         version >= FI_VERSION(1, 5) && (t.domain_attr->mr_mode & ~d->mr_mode))
       return "application does not support the required mr_mode bits";
     if (d->av_type != FI_AV_UNSPEC && d->av_type != FI_AV_MAP && d->av_type != FI_AV_TABLE)
@@ -133,8 +134,8 @@ void apply_hints(fi_info& o, const fi_info& h, uint32_t version) {
     // Manual unless AUTO is asked for (the templates say FI_PROGRESS_MANUAL).
     if (d->control_progress != FI_PROGRESS_UNSPEC) o.domain_attr->control_progress = d->control_progress;
     if (d->data_progress != FI_PROGRESS_UNSPEC) o.domain_attr->data_progress = d->data_progress;
-    if (version < FI_VERSION(1, 5) || d->mr_mode == FI_MR_BASIC || d->mr_mode == FI_MR_SCALABLE)
-      o.domain_attr->mr_mode = d->mr_mode == FI_MR_BASIC ? FI_MR_BASIC : FI_MR_SCALABLE;
+    if (version < FI_VERSION(1, 5) || d->mr_mode == kMrBasic || d->mr_mode == kMrScalable)
+      o.domain_attr->mr_mode = d->mr_mode == kMrBasic ? kMrBasic : kMrScalable;
     else
       o.domain_attr->mr_mode = d->mr_mode & kMrModeAccepted;
   }
@@ -148,7 +149,7 @@ void apply_hints(fi_info& o, const fi_info& h, uint32_t version) {
     o.rx_attr->op_flags = h.rx_attr->op_flags;
     if (h.rx_attr->size) o.rx_attr->size = h.rx_attr->size;
   }
-  if (version < FI_VERSION(1, 5) && !h.domain_attr) o.domain_attr->mr_mode = FI_MR_SCALABLE;
+  if (version < FI_VERSION(1, 5) && !h.domain_attr) o.domain_attr->mr_mode = kMrScalable;
 }
 
 // libfabric's utility providers (ofi_rxd, ofi_rxm) query core providers with
@@ -197,7 +198,7 @@ int pm_getinfo(uint32_t version, const char* node, const char* service, uint64_t
       }
       o->next = nullptr;
       if (hints) apply_hints(*o, *hints, version);
-      else if (version < FI_VERSION(1, 5)) o->domain_attr->mr_mode = FI_MR_SCALABLE;
+      else if (version < FI_VERSION(1, 5)) o->domain_attr->mr_mode = kMrScalable;
       why.clear();
       if (!g_provdef->set_addrs(*o, req, &why)) {
         PM_INFO(FI_LOG_CORE, "domain %s: %s", t->domain_attr->name, why.c_str());
@@ -269,8 +270,8 @@ void init_fi_provider(fi_provider* prov, ProviderDef* def, uint32_t version, con
   g_provdef = def;
   g_prov = prov;
   prov->version = version;
-  prov->fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
-  prov->name = def->name();  // before the knobs: their names derive from it
+  prov->name = def->name();  // before the knobs (their names derive from it) and any log line
+  prov->fi_version = provider_api_version();
   prov->getinfo = pm_getinfo;
   prov->fabric = pm_fabric;
   prov->cleanup = pm_cleanup;

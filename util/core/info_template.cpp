@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "abi/api_version.hpp"
 #include "core/tag_matcher.hpp"
 
 namespace pm {
@@ -47,14 +48,14 @@ fi_info* make_template(const TemplateDesc& d) {
   i->addr_format = FI_FORMAT_UNSPEC;
   i->tx_attr->caps = tx;
   i->tx_attr->msg_order = msg_order(d.one_sided);
-  i->tx_attr->comp_order = FI_ORDER_NONE;
+  i->tx_attr->comp_order = kOrderNone;
   i->tx_attr->inject_size = d.inject_size;
   i->tx_attr->size = d.tx_size;
   i->tx_attr->iov_limit = kMaxIov;
   i->tx_attr->rma_iov_limit = d.one_sided ? 1 : 0;
   i->rx_attr->caps = rx;
   i->rx_attr->msg_order = msg_order(d.one_sided);
-  i->rx_attr->comp_order = FI_ORDER_NONE;
+  i->rx_attr->comp_order = kOrderNone;
   i->rx_attr->size = d.rx_size;
   i->rx_attr->iov_limit = kMaxIov;
   i->ep_attr->type = d.ep_type;
