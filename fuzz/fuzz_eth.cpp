@@ -6,12 +6,13 @@
 // on the in-process loopback wire (FI_PMETH_BACKEND=loopback). The attacker
 // is a second EthDevice on the same segment, a genuine peer whose frames pass
 // through a tap: the harness makes it send core packets with hostile headers
-// (it completes the handshake itself, so the frames carry the right job key,
+// (a real device in a real session, so the frames carry the right job key,
 // epochs, sequence numbers and checksum), mutates its next frame on the way,
 // or injects frames of its own with the session fields optionally filled in.
-// Progress is fi_cq_read on the victim's CQ.
+// Progress is fi_cq_read on the victim's CQ. The victim's side, the core
+// packets and the seeds are shared with fuzz_shm (fuzz_app.hpp).
 //
-// Input (fuzz_input.hpp reads it; zeros past the end):
+// Input (fuzz_input.hpp, fuzz_app.hpp; zeros past the end):
 //   variant byte (0: RDM, virtual addresses, provider keys; 1: RDM,
 //   offsets, FI_SOURCE; 2: DGRAM), then records until the end, each a kind
 //   byte and its fields (RDM: the session is open before the first record,
