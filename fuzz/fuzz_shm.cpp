@@ -2,7 +2,8 @@
 //
 // The victim is the provider as an application sees it (fi_prov_ini() of
 // the pmshm objects linked into this program; fuzz_app.hpp), with its
-// regions in a private directory under /dev/shm. The attacker is a second
+// regions in a private directory /dev/shm/pmfuzz_<pid> (removed at exit, or
+// by the next run if this one crashed). The attacker is a second
 // ShmDevice of the same process, a genuine peer with its own region: the
 // harness makes it send core packets with hostile headers (genuine cells,
 // compact or full, inline or through a bounce chunk), or writes cells of
@@ -28,6 +29,7 @@
 // PM_FUZZ_WRITE_SEEDS=<dir>: writes the seed corpus into <dir> and exits.
 // PM_FUZZ_VERBOSE=1: prints every record and completion.
 #include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -309,25 +311,44 @@ void write_seeds(const char* dir) {
   fprintf(stderr, "fuzz_shm: %zu seeds written to %s\n", all.size(), dir);
 }
 
-// The region directory and what is left in it at exit.
-void remove_dir() {
+// Removes a region directory (flat: region files and their FIFOs).
+void remove_dir(const std::string& dir) {
   std::vector<std::string> names;
-  if (DIR* d = opendir(g_dir)) {
+  if (DIR* d = opendir(dir.c_str())) {
     while (dirent* e = readdir(d))
-      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) names.push_back(std::string(g_dir) + "/" + e->d_name);
+      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) names.push_back(dir + "/" + e->d_name);
     closedir(d);
   }
   for (const std::string& n : names) unlink(n.c_str());
-  rmdir(g_dir);
+  rmdir(dir.c_str());
+}
+
+void remove_own_dir() { remove_dir(g_dir); }
+
+// The directories of harness processes that died without their atexit (a
+// crash ends the process): /dev/shm/pmfuzz_<pid> of pids no longer alive.
+void remove_stale_dirs() {
+  std::vector<std::string> stale;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) {
+      int pid = 0;
+      if (sscanf(e->d_name, "pmfuzz_%d", &pid) == 1 && pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
+        stale.push_back(std::string("/dev/shm/") + e->d_name);
+    }
+    closedir(d);
+  }
+  for (const std::string& s : stale) remove_dir(s);
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   g_name = "fuzz_shm";
-  snprintf(g_dir, sizeof g_dir, "/dev/shm/pmfuzz_XXXXXX");
-  if (!mkdtemp(g_dir)) die("mkdtemp /dev/shm", -errno);
-  atexit(remove_dir);
+  remove_stale_dirs();
+  snprintf(g_dir, sizeof g_dir, "/dev/shm/pmfuzz_%d", int(getpid()));
+  remove_dir(g_dir);
+  if (mkdir(g_dir, 0700) != 0) die("mkdir /dev/shm/pmfuzz_<pid>", -errno);
+  atexit(remove_own_dir);
   setenv("FI_PMSHM_DIR", g_dir, 1);
   setenv("FI_PMSHM_DISABLE_CMA", "1", 1);        // the peer is this process: see above
   setenv("FI_PMSHM_PROGRESS_THREAD", "0", 1);    // progress only in fi_cq_read: deterministic
