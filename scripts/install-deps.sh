@@ -8,7 +8,8 @@ set -euo pipefail
 pkgs=(cmake g++ make pkg-config libfabric-dev libfabric-bin libhwloc-dev libcriterion-dev
       procps util-linux iproute2 nftables gnuplot-nox
       openmpi-bin libopenmpi-dev
-      autoconf automake libtool python3 mpich)
+      autoconf automake libtool python3 mpich
+      clang libclang-rt-14-dev)  # the sanitizer build and its fuzzers (docs/fuzzing.md)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
