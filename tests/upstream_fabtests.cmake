@@ -28,6 +28,10 @@ add_test(NAME upstream.build
          COMMAND ${PROJECT_SOURCE_DIR}/scripts/build_upstream_fabtests.sh ${PM_FABTESTS_TARBALL} ${PM_UFT_DIR})
 set_tests_properties(upstream.build PROPERTIES FIXTURES_SETUP upstream_fabtests TIMEOUT 1200 LABELS upstream)
 
+# The -b runs double the CI time of these tests; -DPM_UPSTREAM_OOB=OFF
+# leaves them out (the node/service runs stay).
+option(PM_UPSTREAM_OOB "register the -b (out-of-band address exchange) runs of libfabric's fabtests" ON)
+
 # pm_add_upstream_run(<name> <prov> <mode> [OOB] [TESTS <set>] [UBERTEST <cfg>] [TIMEOUT <s>])
 # registers upstream.<name>. The runs on this host's own network namespace
 # (local mode) take the lock upstream_local: they use the service 9228 and,
@@ -47,6 +51,9 @@ function(pm_add_upstream_run name prov mode)
            --work ${CMAKE_BINARY_DIR}/upstream-runs/${name}
            --exclude ${PM_UFT_CFG}/common.exclude --exclude ${PM_UFT_CFG}/${prov}.exclude)
   if(U_OOB)
+    if(NOT PM_UPSTREAM_OOB)
+      return()
+    endif()
     list(APPEND args --oob)
   endif()
   if(U_UBERTEST)
