@@ -30,7 +30,7 @@ set_tests_properties(upstream.build PROPERTIES FIXTURES_SETUP upstream_fabtests 
 
 # The -b runs double the CI time of these tests; -DPM_UPSTREAM_OOB=OFF
 # leaves them out (the node/service runs stay).
-option(PM_UPSTREAM_OOB "register the -b (out-of-band address exchange) runs of libfabric's fabtests" ON)
+option(PM_UPSTREAM_OOB "register the -b (out-of-band address exchange) runs of libfabric's fabtests" OFF)
 
 # pm_add_upstream_run(<name> <prov> <mode> [OOB] [TESTS <set>] [UBERTEST <cfg>] [TIMEOUT <s>])
 # registers upstream.<name>. The runs on this host's own network namespace
