@@ -28,8 +28,8 @@ add_test(NAME upstream.build
          COMMAND ${PROJECT_SOURCE_DIR}/scripts/build_upstream_fabtests.sh ${PM_FABTESTS_TARBALL} ${PM_UFT_DIR})
 set_tests_properties(upstream.build PROPERTIES FIXTURES_SETUP upstream_fabtests TIMEOUT 1200 LABELS upstream)
 
-# The -b runs double the CI time of these tests; -DPM_UPSTREAM_OOB=OFF
-# leaves them out (the node/service runs stay).
+# The -b runs double the CI time of these tests, so CI leaves them out;
+# -DPM_UPSTREAM_OOB=ON registers them (the node/service runs always run).
 option(PM_UPSTREAM_OOB "register the -b (out-of-band address exchange) runs of libfabric's fabtests" OFF)
 
 # pm_add_upstream_run(<name> <prov> <mode> [OOB] [TESTS <set>] [UBERTEST <cfg>] [TIMEOUT <s>])
