@@ -6,8 +6,8 @@
 // on the in-process loopback wire (FI_PMETH_BACKEND=loopback). The attacker
 // is a second EthDevice on the same segment, a genuine peer whose frames pass
 // through a tap: the harness makes it send core packets with hostile headers
-// (a real device in a real session, so the frames carry the right job key,
-// epochs, sequence numbers and checksum), mutates its next frame on the way,
+// (a real device in a real session with the job's key, so the frames carry
+// the right job id, epochs, sequence numbers, checksum and MAC), mutates its next frame on the way,
 // or injects frames of its own with the session fields optionally filled in.
 // Progress is fi_cq_read on the victim's CQ. The victim's side, the core
 // packets and the seeds are shared with fuzz_shm (fuzz_app.hpp).
@@ -21,7 +21,8 @@
 //           id of a packet the victim sent), tag, cq_data, msg_len, offset,
 //           payload length, payload
 //   raw     a frame of the input's bytes, routed to the victim, with the
-//           fields a fix-up byte selects taken from the live session
+//           fields a fix-up byte selects taken from the live session (and
+//           signed with the job's key: an attacker who has it)
 //   mutate  byte flips applied to the peer's next frame (optionally resealed)
 //   app     the victim's application: post a receive (tagged, multi-receive,
 //           peek / claim / discard, directed), cancel, send, RMA read or
@@ -45,6 +46,7 @@
 
 #include "core/packet.hpp"
 #include "device.hpp"
+#include "eth_auth.hpp"
 #include "eth_device.hpp"
 #include "eth_wire.hpp"
 #include "fuzz_app.hpp"
@@ -65,9 +67,12 @@ using pm::eth::Wire;
 using namespace pm::fuzz;
 
 constexpr const char* kSegment = "pmfuzz";
+constexpr const char* kJobSecret = "pmfuzz-job";
 constexpr uint32_t kPeerEp = 0x5eed0001;
 constexpr uint64_t kPeerHost = 2;
 constexpr size_t kMaxFrame = 1514;
+// The largest payload on the 1500-byte loopback wire.
+constexpr uint16_t kMaxPayload = uint16_t(1500 - pm::eth::kPmHdr - pm::eth::kCoreHdr);
 constexpr int kSendTries = 64;  // progress rounds a peer send may wait (handshake, window)
 
 // ---- the attacker's wire: records, mutates and injects ---------------------
@@ -79,6 +84,7 @@ struct SessionView {
   uint32_t victim_epoch = 0;
   uint32_t peer_epoch = 0;
   uint32_t job = 0;
+  pm::eth::AuthKey key;   // the job's: frames the harness changes are signed anew
   uint32_t next_seq = 1;  // after the last DATA the peer sent or we forged
 };
 
@@ -89,18 +95,24 @@ struct Mutation {
   bool reseal = false;
 };
 
-// Recomputes the checksum of a frame after its bytes were changed (the one
-// function to adapt when the frame's integrity check changes).
-void seal(std::vector<uint8_t>& f) {
+// Recomputes the checksum and the MAC of a frame after its bytes were
+// changed, as the sending device does (the one function to adapt when the
+// frame's integrity checks change).
+void seal(std::vector<uint8_t>& f, const SessionView& v) {
   using namespace pm::eth;
   if (f.size() < kEthHdr + kPmHdr) return;
   uint8_t* hp = f.data() + kEthHdr;
   FrameHdr h = decode_hdr(hp);
   h.csum = 0;
+  h.mac = 0;
   encode_hdr(hp, h);
   size_t len = std::min<size_t>(h.len, f.size() - kEthHdr - kPmHdr);
   h.csum = frame_sum(hp, hp + kPmHdr, len);
   encode_hdr(hp, h);
+  uint8_t m[12 + kMacOff];
+  memcpy(m, f.data(), 12);
+  memcpy(m + 12, hp, kMacOff);
+  put64(hp + kMacOff, siphash24(v.key, m, sizeof m));
 }
 
 class TapWire final : public Wire {
@@ -117,7 +129,7 @@ class TapWire final : public Wire {
       }
       std::vector<uint8_t> c(f[i].data, f[i].data + f[i].len);
       for (int k = 0; k < mutation.n; k++) c[mutation.at[k] % c.size()] ^= mutation.x[k];
-      if (mutation.reseal) seal(c);
+      if (mutation.reseal) seal(c, *view_);
       mutation.n = 0;
       inject(c);
     }
@@ -168,7 +180,7 @@ enum Fix : uint8_t {
   kFixSession = 1 << 1,  // version, job key, both epochs
   kFixSeq = 1 << 2,      // the peer's next sequence number
   kFixLen = 1 << 3,      // payload length = what the frame carries
-  kFixSum = 1 << 7,      // checksum, after everything else
+  kFixSum = 1 << 7,      // checksum and MAC, after everything else
   kFixAll = kFixSource | kFixSession | kFixSeq | kFixLen | kFixSum,
 };
 
@@ -195,7 +207,7 @@ void forge(std::vector<uint8_t>& f, uint8_t fix, SessionView& v) {
   if (fix & kFixSeq) h.seq = v.next_seq++;
   if (fix & kFixLen) h.len = uint16_t(f.size() - kEthHdr - kPmHdr);
   encode_hdr(hp, h);
-  if (fix & kFixSum) seal(f);
+  if (fix & kFixSum) seal(f, v);
 }
 
 // ---- the attacker's device: what the victim sent it -------------------------
@@ -258,7 +270,11 @@ void open_session(Session& s, Variant& v) {
   dc.delayed_ack_us = 0;
   dc.rto_init_us = dc.rto_min_us = dc.rto_max_us = 1000000;  // no retransmission inside one input
   dc.retries = 2;
+  dc.auth = true;
+  dc.key = pm::eth::derive_key(kJobSecret, strlen(kJobSecret));  // the victim's: FI_PMETH_JOB_SECRET
+  dc.job = pm::eth::job_id(dc.key);
   s.view.job = dc.job;
+  s.view.key = dc.key;
   s.peer = EthDevice::open(dc, std::move(tap), kPeerEp);
   if (!s.peer) die("EthDevice::open", 0);
   s.to_victim = s.peer->resolve(name.data(), name.size());
@@ -337,7 +353,7 @@ void run_input(Variant& v, Reader& in) {
 
 // ---- seed corpus ------------------------------------------------------------
 std::vector<Seed> eth_seeds() {
-  std::vector<Seed> out = core_seeds(1404);  // max payload on the 1500-byte loopback wire
+  std::vector<Seed> out = core_seeds(kMaxPayload);
   auto add = [&](const char* name, uint8_t variant) -> Writer& {
     out.push_back(Seed{name, Writer()});
     return out.back().w.u8(variant);
@@ -351,7 +367,7 @@ std::vector<Seed> eth_seeds() {
   {
     Writer& w = add("mutated_frame", 0);
     core(w, pm::kPktEager, 0, 60, 0, 10, 0, 10);
-    w.u8(kRecMutate).u8(0x80).u16(14 + 48 + 32).u8(0x01);  // flip msg_len, reseal
+    w.u8(kRecMutate).u8(0x80).u16(uint16_t(pm::eth::kEthHdr + pm::eth::kPmHdr + 32)).u8(0x01);  // msg_len, resealed
     core(w, pm::kPktEager, 0, 61, 0, 10, 0, 10);
   }
   return out;
@@ -365,8 +381,8 @@ Seed recorded_seed(Variant& v) {
   open_session(s, v);
   s.tap->recording = true;
   Writer tmp;
-  core(tmp, pm::kPktEager, pm::kPktTagged, 70, 0x99, 2500, 0, 1404);
-  core(tmp, pm::kPktData, pm::kPktTagged, 70, 0x99, 2500, 1404, 2500 - 1404);
+  core(tmp, pm::kPktEager, pm::kPktTagged, 70, 0x99, 2500, 0, kMaxPayload);
+  core(tmp, pm::kPktData, pm::kPktTagged, 70, 0x99, 2500, kMaxPayload, 2500 - kMaxPayload);
   Reader in(tmp.out.data(), tmp.out.size());
   while (!in.empty()) {
     in.u8();
@@ -381,6 +397,7 @@ Seed recorded_seed(Variant& v) {
     // What differs from run to run is filled in on replay: zeros here.
     memset(f.data(), 0, 6);
     h.dst_ep = h.src_epoch = h.dst_epoch = h.seq = h.ack = h.ts = h.ts_echo = h.csum = 0;
+    h.mac = 0;
     pm::eth::encode_hdr(f.data() + pm::eth::kEthHdr, h);
     seed.w.u8(kRecRaw).u8(kFixAll).u16(uint16_t(f.size())).blob(f);
   }
@@ -415,6 +432,12 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   setenv("FI_PMETH_HOST_ID", "1", 1);
   setenv("FI_PMETH_RETRIES", "2", 1);
   setenv("FI_PMETH_RTO_INIT_US", "1000000", 1);
+  // fi_close drains until the peer acknowledged everything; the peer is not
+  // polled inside it, and a hostile one may never acknowledge: a short bound.
+  setenv("FI_PMETH_CLOSE_TIMEOUT_MS", "5", 1);
+  setenv("FI_PMETH_AUTH", "1", 1);               // frames signed under the job's key
+  setenv("FI_PMETH_JOB_SECRET", kJobSecret, 1);  // the peer derives the same key
+  unsetenv("OMPI_MCA_orte_precondition_transports");
   init_libfabric();
   fi_provider* prov = fi_prov_ini();
   for (Variant& v : g_variants) open_variant(prov, v);

@@ -146,7 +146,7 @@ void core_record(Session& s, Reader& in) {
 }
 
 enum CellFix : uint8_t {
-  kFixKey = 1 << 0,    // src_key = the peer's region key (else 8 bytes of the input)
+  kFixKey = 1 << 0,    // src_key = the peer's region key, no introduction (else both from the input)
   kFixChunk = 1 << 1,  // full format: a bounce chunk of the peer, index and contents from the input
   kFixPoke = 1 << 2,   // a field of the peer's region header differs while the victim polls
 };
@@ -157,13 +157,15 @@ struct HdrField {
   size_t off;
   size_t size;
 };
+#define PM_INFO_FIELD(f, n) {#f, offsetof(RegionHdr, info) + offsetof(pm::shm::RegionInfo, f), n}
 const HdrField kFields[] = {
-    {"cells", offsetof(RegionHdr, cells), 4},          {"chunks", offsetof(RegionHdr, chunks), 4},
-    {"chunk_size", offsetof(RegionHdr, chunk_size), 4}, {"cells_off", offsetof(RegionHdr, cells_off), 8},
-    {"states_off", offsetof(RegionHdr, states_off), 8}, {"chunks_off", offsetof(RegionHdr, chunks_off), 8},
-    {"alias_len", offsetof(RegionHdr, alias_len), 4},  {"tail", offsetof(RegionHdr, tail), 8},
-    {"head", offsetof(RegionHdr, head), 8},            {"owner_pid", offsetof(RegionHdr, owner_pid), 4},
+    PM_INFO_FIELD(cells, 4),      PM_INFO_FIELD(chunks, 4),      PM_INFO_FIELD(chunk_size, 4),
+    PM_INFO_FIELD(cells_off, 8),  PM_INFO_FIELD(states_off, 8),  PM_INFO_FIELD(chunks_off, 8),
+    PM_INFO_FIELD(alias_len, 4),  PM_INFO_FIELD(intros_off, 8),  PM_INFO_FIELD(intros, 4),
+    PM_INFO_FIELD(owner_pid, 4),  PM_INFO_FIELD(size, 8),
+    {"tail", offsetof(RegionHdr, tail), 8},  {"head", offsetof(RegionHdr, head), 8},
 };
+#undef PM_INFO_FIELD
 constexpr size_t kNumFields = sizeof kFields / sizeof kFields[0];
 
 uint64_t get_field(const Region& r, const HdrField& f) {
@@ -176,6 +178,7 @@ void set_field(const Region& r, const HdrField& f, uint64_t v) { memcpy(r.base()
 void raw_record(Session& s, Reader& in) {
   uint8_t fix = in.u8();
   uint64_t key = (fix & kFixKey) ? s.peer_name.key : in.u64();
+  uint8_t intro = (fix & kFixKey) ? 0 : in.u8();  // the victim knows the peer from its AV
   uint8_t fmt = in.u8(), op = in.u8(), flags = in.u8();
   uint32_t len = uint32_t(in.value(pm::shm::kCompactInline));
   std::vector<uint8_t> body = in.blob(pm::shm::kCellSize - offsetof(Cell, compact));
@@ -184,6 +187,7 @@ void raw_record(Session& s, Reader& in) {
     memcpy(body.data(), &ch, sizeof ch);  // FullBody::chunk
     std::vector<uint8_t> data = in.blob(kChunkSize);
     memcpy(s.peer_region.chunk(ch), data.data(), data.size());
+    s.peer_region.states()[ch].rx_key = s.victim_name.key;  // busy, naming the receiver
     s.peer_region.states()[ch].busy.store(1, std::memory_order_release);
   }
   const HdrField* poke = nullptr;
@@ -193,25 +197,40 @@ void raw_record(Session& s, Reader& in) {
     saved = get_field(s.peer_region, *poke);
     poked = in.value(saved);
   }
-  // Claim a position and publish the cell, as ShmDevice::send does.
+  // Claim a position and publish the cell, as ShmDevice::send does: the
+  // cell's seq from "a lap behind" to "claimed by this pid for pos", tail
+  // past pos, the cell filled, seq = published(pos).
   RegionHdr* rh = s.victim_region.hdr();
-  uint64_t pos = rh->tail.load(std::memory_order_relaxed);
-  do {
-    if (pos - rh->head.load(std::memory_order_acquire) >= rh->cells) {
-      PM_FUZZ_TRACE("raw cell: victim queue full");
-      return;
-    }
-  } while (!rh->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed));
-  Cell* c = &s.victim_region.cells()[pos & (rh->cells - 1)];
+  Cell* cells = s.victim_region.cells();
+  uint64_t ncells = s.victim_region.cell_count();
+  Cell* c = nullptr;
+  uint64_t pos = 0;
+  for (int tries = 0; tries < 64 && !c; tries++) {
+    pos = rh->tail.load(std::memory_order_acquire);
+    if (pos - rh->head.load(std::memory_order_acquire) >= ncells) break;
+    Cell* cand = &cells[pos & (ncells - 1)];
+    uint64_t v = cand->seq.load(std::memory_order_acquire);
+    int32_t lap = pm::shm::seq_lap(v, pos);
+    if (lap < 0 && cand->seq.compare_exchange_strong(v, pm::shm::seq_claimed(pos, uint32_t(getpid()))))
+      c = cand;
+    else if (lap == 0)
+      rh->tail.compare_exchange_strong(pos, pos + 1);
+  }
+  if (!c) {
+    PM_FUZZ_TRACE("raw cell: victim queue full");
+    return;
+  }
+  uint64_t t = pos;
+  rh->tail.compare_exchange_strong(t, pos + 1);
   c->src_key = key;
   c->fmt = fmt;
   c->op = op;
   c->flags = flags;
-  c->reserved = 0;
+  c->intro = intro;
   c->len = len;
   memcpy(reinterpret_cast<uint8_t*>(c) + offsetof(Cell, compact), body.data(), body.size());
   if (poke) set_field(s.peer_region, *poke, poked);
-  c->seq.store(pos + 1, std::memory_order_release);
+  c->seq.store(pm::shm::seq_published(pos), std::memory_order_release);
   PM_FUZZ_TRACE("raw cell fix 0x%x fmt %u op %u len %u, peer header %s = 0x%llx", fix, fmt, op, len,
                 poke ? poke->name : "as is", (unsigned long long)poked);
   if (poke) {
@@ -243,7 +262,7 @@ Writer& cell(Writer& w, uint8_t fix, uint8_t fmt, uint8_t op, uint8_t flags, uin
 }
 
 std::vector<Seed> shm_seeds() {
-  std::vector<Seed> out = core_seeds(1404);
+  std::vector<Seed> out = core_seeds(1396);  // as for Ethernet: one input means the same to both
   auto add = [&](const char* name, uint8_t variant) -> Writer& {
     out.push_back(Seed{name, Writer()});
     return out.back().w.u8(variant);
@@ -257,6 +276,7 @@ std::vector<Seed> shm_seeds() {
   uint32_t inl = pm::shm::kInline;
   memcpy(full.data(), &inl, 4);
   full[8] = pm::kPktEager;
+  full[8 + 4] = 40;   // seg_len
   full[8 + 32] = 40;  // msg_len
   {
     Writer& w = add("cell_compact", 0);
@@ -271,15 +291,15 @@ std::vector<Seed> shm_seeds() {
   {
     Writer& w = add("cell_full_chunk", 0);
     std::vector<uint8_t> f = full;
-    f[8 + 32] = 0;
-    f[8 + 33] = 0x10;  // msg_len 4096
+    f[8 + 4] = f[8 + 32] = 0;
+    f[8 + 5] = f[8 + 33] = 0x10;  // seg_len and msg_len 4096
     w.u8(kRecRaw).u8(kFixKey | kFixChunk).u8(pm::shm::kFmtFull).u8(pm::kPktEager).u8(0).value(4096).blob(f);
     w.u8(1).blob({9, 8, 7});  // chunk 1, its contents
     app(w, kAppRecv, 0, 4096, 0);
   }
   {
     Writer& w = add("cell_unknown_sender", 0);
-    w.u8(kRecRaw).u8(0).u64(0x1234567812345678ull).u8(pm::shm::kFmtCompact).u8(pm::kPktEager).u8(0).value(8).blob(
+    w.u8(kRecRaw).u8(0).u64(0x1234567812345678ull).u8(1).u8(pm::shm::kFmtCompact).u8(pm::kPktEager).u8(0).value(8).blob(
         compact);
   }
   // Header fields as they are (reference + 0) while the victim handles a
@@ -356,6 +376,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   setenv("FI_PMSHM_CHUNK_COUNT", "4", 1);
   setenv("FI_PMSHM_CHUNK_SIZE", "8192", 1);
   setenv("FI_PMSHM_CONNECT_TIMEOUT_MS", "200", 1);
+  setenv("FI_PMSHM_CLOSE_TIMEOUT_MS", "5", 1);   // fi_close's drain: the peer is not polled inside it
   init_libfabric();
   fi_provider* prov = fi_prov_ini();
   for (Variant& v : g_variants) open_variant(prov, v);

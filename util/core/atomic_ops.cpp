@@ -18,13 +18,35 @@ bool is_compare(fi_op op) {
 
 bool is_bitwise(fi_op op) { return op == FI_BOR || op == FI_BAND || op == FI_BXOR || op == FI_MSWAP; }
 
+// Integer SUM and PROD wrap around (two's complement), whatever operands a
+// peer sends: computed in an unsigned type at least as wide as unsigned int,
+// so that neither signed overflow nor promotion to int can occur.
+template <class T>
+T wrap_sum(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using W = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+    return T(W(a) + W(b));
+  } else {
+    return T(a + b);
+  }
+}
+template <class T>
+T wrap_prod(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using W = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+    return T(W(a) * W(b));
+  } else {
+    return T(a * b);
+  }
+}
+
 template <class T>
 bool apply_one(fi_op op, T& d, T s, T c) {
   switch (op) {
   case FI_MIN: if (s < d) d = s; return true;
   case FI_MAX: if (s > d) d = s; return true;
-  case FI_SUM: d = T(d + s); return true;
-  case FI_PROD: d = T(d * s); return true;
+  case FI_SUM: d = wrap_sum(d, s); return true;
+  case FI_PROD: d = wrap_prod(d, s); return true;
   case FI_LOR: d = T((d != T(0)) || (s != T(0))); return true;
   case FI_LAND: d = T((d != T(0)) && (s != T(0))); return true;
   case FI_LXOR: d = T((d != T(0)) != (s != T(0))); return true;
