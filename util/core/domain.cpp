@@ -140,7 +140,11 @@ Registry& registry() {
 // A fork()ed child has none of its parent's threads: forget them there.
 void atfork_prepare() { registry().mu.lock(); }
 void atfork_parent() { registry().mu.unlock(); }
-void atfork_child();
+void atfork_child() {
+  for (Domain* d : registry().doms) d->forget_helper();
+  registry().doms.clear();
+  registry().mu.unlock();
+}
 
 struct Reaper {
   ~Reaper() { stop_all_helpers(); }
@@ -159,14 +163,6 @@ void pin_dso() {
 constexpr uint64_t kIdleSleepNs = 1000000000ull;  // longest sleep with nothing pending
 constexpr uint64_t kMinSleepNs = 20000;           // a timer already due: look again soon
 
-}  // namespace
-
-namespace {
-void atfork_child() {
-  for (Domain* d : registry().doms) d->forget_helper();
-  registry().doms.clear();
-  registry().mu.unlock();
-}
 }  // namespace
 
 void stop_all_helpers() noexcept {
