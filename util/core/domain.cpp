@@ -141,7 +141,11 @@ Registry& registry() {
 // A fork()ed child has none of its parent's threads: forget them there.
 void atfork_prepare() { registry().mu.lock(); }
 void atfork_parent() { registry().mu.unlock(); }
-void atfork_child();
+void atfork_child() {
+  for (Domain* d : registry().doms) d->forget_helper();
+  registry().doms.clear();
+  registry().mu.unlock();
+}
 
 struct Reaper {
   ~Reaper() { stop_all_helpers(); }
@@ -160,14 +164,6 @@ void pin_dso() {
 constexpr uint64_t kIdleSleepNs = 1000000000ull;  // longest sleep with nothing pending
 constexpr uint64_t kMinSleepNs = 20000;           // a timer already due: look again soon
 
-}  // namespace
-
-namespace {
-void atfork_child() {
-  for (Domain* d : registry().doms) d->forget_helper();
-  registry().doms.clear();
-  registry().mu.unlock();
-}
 }  // namespace
 
 void stop_all_helpers() noexcept {
@@ -345,25 +341,27 @@ void Domain::helper_loop() {
     // fi_cntr_wait is in libfabric and progresses on arrivals itself.
     if (!auto_ && armed_.load(std::memory_order_relaxed) > 0) continue;
     if (!helper_lock(auto_, seen)) continue;
-    // Serving: a whole interval without a progress call. Progress, then
-    // sleep on the devices (armed) until something arrives, a timer is due,
-    // an operation is posted (poke) or, with work queued, an interval.
+    // Serving: a whole interval without a progress call. The devices stay
+    // armed while serving (a peer's packet then fires our wait fd), and
+    // each round runs progress, then sleeps until something arrives, a
+    // timer is due, an operation is posted (poke) or, with work queued, an
+    // interval.
+    arm_devices(true);
     for (;;) {
-      helper_progress_locked();
+      helper_progress_locked();  // (the first round: also what came before the arming)
       uint64_t ns = helper_sleep_ns_locked();
-      arm_devices(true);
-      helper_progress_locked();  // what arrived before the devices were armed
       helper_asleep_.store(true, std::memory_order_relaxed);
       mu_.unlock();
       sleep_on(2, ns);
       helper_asleep_.store(false, std::memory_order_relaxed);
-      // Disarm even if the application is back (armed devices make every
-      // peer's send to them a system call); give up only when stopping.
+      // Insist even with manual progress: the devices must be disarmed
+      // once the application is back (armed, every peer's send to them is a
+      // system call). Gives up only when stopping.
       if (!helper_lock(true, UINT64_MAX)) break;
-      arm_devices(false);
       drain_devices();
       calls = progress_calls_.load(std::memory_order_relaxed);
       if (calls != seen || stopping()) {
+        arm_devices(false);
         seen = calls;
         mu_.unlock();
         break;  // the application progresses again: back to watching
