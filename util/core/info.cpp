@@ -94,6 +94,10 @@ std::string mismatch(const fi_info& t, const fi_info& h, uint32_t version) {
   }
   if (const fi_ep_attr* e = h.ep_attr) {
     if (e->max_msg_size > t.ep_attr->max_msg_size) return "max_msg_size larger than supported";
+    if (e->max_order_raw_size > t.ep_attr->max_order_raw_size ||
+        e->max_order_war_size > t.ep_attr->max_order_war_size ||
+        e->max_order_waw_size > t.ep_attr->max_order_waw_size)
+      return "ordering size larger than supported";
     if (e->tx_ctx_cnt > 1 && e->tx_ctx_cnt != FI_SHARED_CONTEXT) return "scalable endpoints not supported";
     if (e->rx_ctx_cnt > 1 && e->rx_ctx_cnt != FI_SHARED_CONTEXT) return "scalable endpoints not supported";
     if (e->tx_ctx_cnt == FI_SHARED_CONTEXT || e->rx_ctx_cnt == FI_SHARED_CONTEXT) return "shared contexts not supported";

@@ -63,6 +63,10 @@ fi_info* make_template(const TemplateDesc& d) {
   i->ep_attr->protocol_version = 1;
   i->ep_attr->max_msg_size = d.max_msg_size;
   i->ep_attr->mem_tag_format = d.tagged ? 0xAAAAAAAAAAAAAAAAull : 0;  // all 64 bits usable
+  // RAW and WAW hold for messages of any size (msg_order above); WAR not.
+  i->ep_attr->max_order_raw_size = d.one_sided ? d.max_msg_size : 0;
+  i->ep_attr->max_order_waw_size = d.one_sided ? d.max_msg_size : 0;
+  i->ep_attr->max_order_war_size = 0;
   i->ep_attr->tx_ctx_cnt = 1;
   i->ep_attr->rx_ctx_cnt = 1;
   fi_domain_attr* a = i->domain_attr;
