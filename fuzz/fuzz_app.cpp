@@ -5,8 +5,11 @@
 // Debian's libfabric pulls in libinfinipath (PSM), whose constructor installs
 // a SIGSEGV handler that calls exit(): a wild access would end the run as
 // "fuzz target exited" without ASan's report. ASan keeps its own handler
-// when programs may not install one; leaks are reported.
-extern "C" const char* __asan_default_options() { return "allow_user_segv_handler=0:detect_leaks=1"; }
+// when programs may not install one. SIGBUS stays pmshm's: it survives
+// regions truncated under it. Leaks are reported.
+extern "C" const char* __asan_default_options() {
+  return "allow_user_segv_handler=0:handle_sigbus=0:detect_leaks=1";
+}
 
 namespace pm::fuzz {
 

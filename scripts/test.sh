@@ -25,7 +25,7 @@ if [[ "${PM_SKIP_SAN:-0}" != 1 ]]; then
     -DPM_SANITIZE=address,undefined
   cmake --build build-san -j"$(nproc)"
   # A report ends the process with a non-zero status: the test fails.
-  export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=0:allow_user_segv_handler=0"
+  export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=0:allow_user_segv_handler=0:handle_sigbus=0"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
   (cd build-san && ctest --output-on-failure --timeout 300 -j"$(nproc)" "$@") || rc=$?
 fi
