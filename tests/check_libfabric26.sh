@@ -26,7 +26,10 @@ case $mode in
   build)
     src=$1 bld=$2 prefix=$3
     export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
-    pkg-config --modversion libfabric | grep -q '^2\.6' || { echo "FAIL: no libfabric 2.6 in $prefix"; exit 1; }
+    # (Outputs are captured before grep -q: with pipefail, a writer killed by
+    # SIGPIPE when grep -q stops reading would fail the pipeline.)
+    ver=$(pkg-config --modversion libfabric)
+    [[ $ver == 2.6* ]] || { echo "FAIL: no libfabric 2.6 in $prefix (found '$ver')"; exit 1; }
     timeout 900 cmake -S "$src" -B "$bld" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DPM_BUILD_TESTS=OFF -DPM_BUILD_MPI=OFF -DCMAKE_CXX_FLAGS=-Werror -DCMAKE_C_FLAGS=-Werror >"$bld.configure.log" 2>&1 ||
       { tail -n 30 "$bld.configure.log"; echo "FAIL: configure against $prefix"; exit 1; }
@@ -35,7 +38,8 @@ case $mode in
     for p in pmshm pmeth; do
       dso=$bld/lib/lib$p-fi.so
       [[ -f "$dso" ]] || { echo "FAIL: $dso not built"; exit 1; }
-      ldd "$dso" | grep -q "$prefix/lib/libfabric.so.1" || { echo "FAIL: $dso does not link $prefix's libfabric"; exit 1; }
+      deps=$(ldd "$dso")
+      grep -q "$prefix/lib/libfabric.so.1" <<<"$deps" || { echo "FAIL: $dso does not link $prefix's libfabric"; exit 1; }
       vers=$(objdump -T "$dso" | grep -o 'FABRIC_1\.[0-9]*' | sort -u | tr '\n' ' ')
       echo "lib$p-fi.so references: $vers"
       if grep -q 'FABRIC_1\.\([5-9]\|[1-9][0-9]\)' <<<"$vers"; then
@@ -47,8 +51,9 @@ case $mode in
   fi_info)
     prefix=$1 prov=$2
     export LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    "$prefix/bin/fi_info" --version | tee /dev/stderr | grep -q '^libfabric: 2\.6' ||
-      { echo "FAIL: $prefix/bin/fi_info does not run libfabric 2.6"; exit 1; }
+    ver=$("$prefix/bin/fi_info" --version)
+    echo "$ver"
+    grep -q '^libfabric: 2\.6' <<<"$ver" || { echo "FAIL: $prefix/bin/fi_info does not run libfabric 2.6"; exit 1; }
     out=$(FI_LOG_LEVEL=warn timeout 60 "$prefix/bin/fi_info" -p "$prov" 2>&1)
     rc=$?
     echo "$out" | head -n 40
@@ -90,7 +95,8 @@ case $mode in
     grep -q "^$prov: built against libfabric 2\.6 headers, cannot run in libfabric ${sysver%.*}" <<<"$out" ||
       { echo "FAIL: $prov did not say why it refused"; exit 1; }
     # Refused cleanly: its knobs are gone and libfabric still works.
-    if FI_PROVIDER_PATH=$dir timeout 60 fi_info -e 2>/dev/null | grep -q "FI_$(tr a-z A-Z <<<"$prov")_"; then
+    knobs=$(FI_PROVIDER_PATH=$dir timeout 60 fi_info -e 2>/dev/null)
+    if grep -q "FI_$(tr a-z A-Z <<<"$prov")_" <<<"$knobs"; then
       echo "FAIL: the refused provider's knobs are still listed"; exit 1
     fi
     echo "ok: refused loudly"
