@@ -63,7 +63,8 @@ Test(netaddr, local_and_resolve) {
   std::string why;
   cr_assert(pm::resolve_node("127.0.0.1", &out, &why), "%s", why.c_str());
   cr_assert_eq(out.size(), 1u);
-  cr_assert_str_eq(out[0].str().c_str(), "127.0.0.1");
+  std::string first = out[0].str();  // kept alive: the macro reads it after the statement
+  cr_assert_str_eq(first.c_str(), "127.0.0.1");
   cr_assert(pm::resolve_node("localhost", &out, &why), "%s", why.c_str());
   cr_assert_eq(out[0].family, AF_INET, "IPv4 addresses come first");
   cr_assert(!pm::resolve_node("g00n13s.invalid", &out, &why));
