@@ -226,7 +226,7 @@ void EthDevice::rail_failover(Peer& p, unsigned r) {
   }
 }
 
-void EthDevice::build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint16_t len) {
+void EthDevice::build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint16_t len, uint64_t now) {
   f[12] = uint8_t(cfg_.ethertype >> 8);
   f[13] = uint8_t(cfg_.ethertype);
   FrameHdr h;
@@ -240,7 +240,7 @@ void EthDevice::build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint1
   h.ack = p.expected;
   h.window = p.rx_held ? 0 : adv_window_;  // 0 = STOP: the endpoint has no room
   h.len = len;
-  h.ts = now_us();
+  h.ts = uint32_t((now ? now : now_ns()) / 1000);
   // A timestamp is echoed once, by the first frame back after the frame that
   // carried it arrived in order: duplicates and later ACKs echo nothing, so
   // they cannot pass a stale timestamp off as a slow round trip.
@@ -339,11 +339,11 @@ int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
     p.tx_bytes += flen;
     return 0;
   }
-  uint64_t now = now_ns();
   switch (p.state) {
   case Peer::kUnreachable:
     return -FI_EHOSTUNREACH;
-  case Peer::kNew:
+  case Peer::kNew: {
+    uint64_t now = now_ns();
     if (p.ring.empty()) p.ring.resize(cfg_.window);
     if (p.reorder.empty()) p.reorder.resize(cfg_.window);
     send_hello(p, kHello);
@@ -352,6 +352,7 @@ int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
     p.hello_deadline = now + p.rto_ns;
     flush();
     return -FI_EAGAIN;
+  }
   case Peer::kHelloSent:
     return -FI_EAGAIN;
   case Peer::kUp:
@@ -362,10 +363,12 @@ int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
     p.window_stalls++;
     return -FI_EAGAIN;
   }
+  // The clock is read once per frame, and only for a frame that goes.
+  uint64_t now = now_ns();
   TxSlot& s = p.ring[p.next_seq % cfg_.window];
   if (s.frame.size() < flen) s.frame.resize(flen);
   uint8_t* f = s.frame.data();
-  build_hdr(f, p, kData, p.next_seq, uint16_t(kCoreHdr + len));
+  build_hdr(f, p, kData, p.next_seq, uint16_t(kCoreHdr + len), now);
   encode_core(f + kBodyOff, hdr);
   iov_copy_from(iov, iovcnt, offset, f + kFrameOverhead, len);
   seal(f, flen);

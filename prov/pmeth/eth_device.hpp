@@ -205,7 +205,7 @@ class EthDevice final : public Device {
   bool authentic(const uint8_t* f) const;
   void sign(uint8_t* f) const;
   uint32_t now_us() const;
-  void build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint16_t len);
+  void build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint16_t len, uint64_t now = 0);
   void seal(uint8_t* f, size_t len);
   bool emit(Peer& p, unsigned rail, uint8_t* f, size_t len);
   void send_ctrl(Peer& p, uint8_t type, int rail = -1);
