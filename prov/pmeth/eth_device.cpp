@@ -92,6 +92,7 @@ EthDevice::EthDevice(const DeviceConfig& cfg, std::vector<std::unique_ptr<Wire>>
   while (w < cfg_.window && w < 32768) w <<= 1;
   cfg_.window = w;
   scratch_.resize(kEthHdr + mtu + 64);
+  frame_cap_ = kEthHdr + mtu;
   adv_window_ = uint16_t(std::min<uint32_t>(cfg_.window, 65535));
   update_window(now_ns());
 }
@@ -358,6 +359,31 @@ int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
   case Peer::kUp:
     break;
   }
+  if (open_.peer == peer && open_.seq + 1 == p.next_seq) {
+    // Into the open frame when it has room (the first packet then becomes
+    // the first record of a bundle).
+    TxSlot& o = p.ring[open_.seq % cfg_.window];
+    size_t add = kRecHdr + kCoreHdr + len + (open_.recs == 1 ? kRecHdr : 0);
+    if (o.seq == open_.seq && bundleable(len) && open_.len + add <= frame_cap_) {
+      uint8_t* f = o.frame.data();
+      if (open_.recs == 1) {
+        size_t r0 = open_.len - kBodyOff;
+        memmove(f + kBodyOff + kRecHdr, f + kBodyOff, r0);
+        put16(f + kBodyOff, uint16_t(r0));
+        f[kEthHdr + 2] |= kFlagBundle;
+        open_.len += kRecHdr;
+      }
+      put16(f + open_.len, uint16_t(kCoreHdr + len));
+      encode_core(f + open_.len + kRecHdr, hdr);
+      iov_copy_from(iov, iovcnt, offset, f + open_.len + kRecHdr + kCoreHdr, len);
+      open_.len += kRecHdr + kCoreHdr + len;
+      open_.recs++;
+      p.tx_bytes += add;
+      st_.bundled++;
+      return 0;
+    }
+  }
+  if (open_.peer != kNoPeer) close_open();
   uint32_t limit = std::min<uint32_t>(cfg_.window, p.peer_window);
   if (p.next_seq - p.una >= limit) {
     p.window_stalls++;
@@ -366,21 +392,27 @@ int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
   // The clock is read once per frame, and only for a frame that goes.
   uint64_t now = now_ns();
   TxSlot& s = p.ring[p.next_seq % cfg_.window];
-  if (s.frame.size() < flen) s.frame.resize(flen);
+  if (s.frame.size() < frame_cap_) s.frame.resize(frame_cap_);
   uint8_t* f = s.frame.data();
   build_hdr(f, p, kData, p.next_seq, uint16_t(kCoreHdr + len), now);
   encode_core(f + kBodyOff, hdr);
   iov_copy_from(iov, iovcnt, offset, f + kFrameOverhead, len);
-  seal(f, flen);
-  unsigned rail = data_rail(p, flen);
-  if (!emit(p, rail, f, flen)) {
-    // That rail's ring is full: another may have room (a slower rail
-    // takes fewer frames).
-    unsigned o = other_rail(p, rail);
-    if (o == rail || !emit(p, o, f, flen)) return -FI_EAGAIN;
-    rail = o;
+  unsigned rail = 0;
+  if (bundleable(len)) {
+    // A small packet: the frame stays open for more until flush().
+    open_ = Open{peer, p.next_seq, flen, 1};
+  } else {
+    seal(f, flen);
+    rail = data_rail(p, flen);
+    if (!emit(p, rail, f, flen)) {
+      // That rail's ring is full: another may have room (a slower rail
+      // takes fewer frames).
+      unsigned o = other_rail(p, rail);
+      if (o == rail || !emit(p, o, f, flen)) return -FI_EAGAIN;
+      rail = o;
+    }
   }
-  s.frame.resize(flen);
+  s.len = uint32_t(flen);
   s.rail = uint8_t(rail);
   s.seq = p.next_seq;
   s.sent_ns = now;
@@ -392,6 +424,32 @@ int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
   p.tx_bytes += flen;
   if (!p.rto_deadline) p.rto_deadline = now + p.rto_ns;
   return 0;
+}
+
+// The open frame goes out: its final length, the newest acknowledgement
+// and window, sealed. If the ring has no room it stays unsent, like a
+// frame lost on the wire, and the retransmission timer sends it again.
+void EthDevice::close_open() noexcept {
+  Open o = open_;
+  open_ = Open{};
+  Peer& p = peers_[o.peer];
+  if (p.ring.empty()) return;
+  TxSlot& s = p.ring[o.seq % cfg_.window];
+  if (s.seq != o.seq) return;
+  uint8_t* f = s.frame.data();
+  uint8_t* h = f + kEthHdr;
+  put32(h + 28, p.expected);
+  put16(h + 32, p.rx_held ? 0 : adv_window_);
+  put16(h + 34, uint16_t(o.len - kBodyOff));
+  seal(f, o.len);
+  s.len = uint32_t(o.len);
+  unsigned rail = data_rail(p, o.len);
+  if (!emit(p, rail, f, o.len)) {
+    unsigned r2 = other_rail(p, rail);
+    if (r2 == rail || !emit(p, r2, f, o.len)) return;
+    rail = r2;
+  }
+  s.rail = uint8_t(rail);
 }
 
 uint64_t EthDevice::tx_ticket(PeerId peer) const noexcept {
@@ -412,8 +470,9 @@ int EthDevice::tx_state(PeerId peer, uint64_t ticket) noexcept {
 // rail is usable.
 void EthDevice::retransmit(Peer& p, uint32_t seq, int rail) {
   if (seq_lt(seq, p.una) || !seq_lt(seq, p.next_seq)) return;
+  if (open_.peer != kNoPeer) close_open();  // it may be the open frame
   TxSlot& s = p.ring[seq % cfg_.window];
-  if (s.seq != seq || s.frame.empty()) return;
+  if (s.seq != seq || !s.len) return;
   uint8_t* f = s.frame.data();
   FrameHdr h = decode_hdr(f + kEthHdr);
   h.ack = p.expected;
@@ -423,9 +482,9 @@ void EthDevice::retransmit(Peer& p, uint32_t seq, int rail) {
   h.window = p.rx_held ? 0 : adv_window_;
   h.csum = 0;
   encode_hdr(f + kEthHdr, h);
-  seal(f, s.frame.size());
+  seal(f, s.len);
   unsigned r = rail >= 0 ? unsigned(rail) : rail_usable(p, s.rail) ? s.rail : other_rail(p, s.rail);
-  if (emit(p, r, f, s.frame.size())) {
+  if (emit(p, r, f, s.len)) {
     s.sent_ns = now_ns();
     s.rail = uint8_t(r);
     p.retrans++;
@@ -459,11 +518,33 @@ void EthDevice::handle_ack(Peer& p, uint32_t ack, uint16_t window, uint32_t ts_e
   p.rto_deadline = p.una != p.next_seq ? now + p.rto_ns : 0;
 }
 
-bool EthDevice::deliver(PeerId id, const uint8_t* body, size_t len, PacketSink& sink) {
-  if (len < kCoreHdr) return true;
-  PktHdr h = decode_core(body);
-  RxPacket pkt{id, &h, body + kCoreHdr, len - kCoreHdr};
-  return sink.on_packet(pkt);
+// Hands the frame's packets to the endpoint. A bundle (records checked in
+// handle_frame) goes record by record: when the endpoint has no room for
+// one, the records before it stay delivered (rx_part) and the frame waits.
+bool EthDevice::deliver(PeerId id, uint8_t flags, const uint8_t* body, size_t len, PacketSink& sink) {
+  if (!(flags & kFlagBundle)) {
+    if (len < kCoreHdr) return true;
+    PktHdr h = decode_core(body);
+    RxPacket pkt{id, &h, body + kCoreHdr, len - kCoreHdr};
+    return sink.on_packet(pkt);
+  }
+  size_t off = 0;
+  unsigned k = 0;
+  unsigned done = peers_[id].rx_part;
+  while (off < len) {
+    size_t r = get16(body + off);
+    const uint8_t* rec = body + off + kRecHdr;
+    off += kRecHdr + r;
+    if (k++ < done) continue;
+    PktHdr h = decode_core(rec);
+    RxPacket pkt{id, &h, rec + kCoreHdr, r - kCoreHdr};
+    if (!sink.on_packet(pkt)) {
+      peers_[id].rx_part = uint16_t(k - 1);
+      return false;
+    }
+  }
+  peers_[id].rx_part = 0;
+  return true;
 }
 
 // Delivers what waits in order in p's reorder buffer; false when the
@@ -480,7 +561,7 @@ bool EthDevice::deliver_held(PeerId id, PacketSink& sink) {
       r.present = false;
       continue;
     }
-    if (!deliver(id, r.frame.data() + kBodyOff, rh.len, sink)) return false;
+    if (!deliver(id, rh.flags, r.frame.data() + kBodyOff, rh.len, sink)) return false;
     Peer& q2 = peers_[id];
     if (q2.reorder.empty()) return true;  // the session was reset meanwhile
     q2.reorder[q2.expected % W].present = false;
@@ -504,6 +585,8 @@ void EthDevice::reset_peer(PeerId id, PacketSink* sink) {
   p.next_seq = p.una = 1;
   p.tickets_sent = p.tickets_acked = 0;  // tickets count frames of this incarnation
   p.expected = 1;
+  p.rx_part = 0;
+  if (open_.peer == id) open_ = Open{};
   p.rto_deadline = 0;
   p.tries = 0;
   p.rx_since_ack = 0;
@@ -538,6 +621,8 @@ void EthDevice::declare_unreachable(Peer& p, const char* why) {
   PM_WARN(FI_LOG_EP_DATA, "peer %s unreachable: %s; its operations fail", format_name(p.name).c_str(), why);
   p.state = Peer::kUnreachable;
   p.rto_deadline = p.hello_deadline = p.ack_deadline = 0;
+  p.rx_part = 0;
+  if (open_.peer != kNoPeer && &peers_[open_.peer] == &p) open_ = Open{};
   p.persist_ns = 0;
   if (p.rx_held) {
     p.rx_held = false;
@@ -598,6 +683,15 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
     st_.bad_len++;
     return;
   }
+  if (h.flags & ~kKnownFlags) {
+    st_.bad_version++;
+    return;
+  }
+  if ((h.flags & kFlagBundle) && (h.type != kData || !bundle_valid(f + kBodyOff, h.len))) {
+    st_.bad_len++;  // records that do not tile the frame
+    return;
+  }
+  if (h.flags & kFlagBundle) st_.rx_bundles++;
   if (cfg_.drop_rate > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < cfg_.drop_rate) {
     st_.injected_drops++;
     return;
@@ -615,7 +709,7 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
   const uint8_t* body = f + kBodyOff;
 
   if (h.type == kDgram) {
-    if (!cfg_.reliable && !deliver(id, body, h.len, sink)) st_.held++;  // unreliable: no room, lost
+    if (!cfg_.reliable && !deliver(id, 0, body, h.len, sink)) st_.held++;  // unreliable: no room, lost
     return;
   }
   auto replayed = [&](uint32_t e) {
@@ -715,7 +809,7 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
     if (h.seq == p.expected && !p.rx_held) {
       p.last_ts = h.ts;
       p.gap_since_ns = 0;
-      if (!deliver(id, body, h.len, sink)) {
+      if (!deliver(id, h.flags, body, h.len, sink)) {
         RxSlot& r = peers_[id].reorder[h.seq % W];
         r.frame.assign(f, f + kBodyOff + h.len);
         r.present = true;
@@ -1017,13 +1111,14 @@ std::string EthDevice::stats() const {
   snprintf(buf, sizeof buf,
            " drops: bad_len=%llu bad_version=%llu bad_job=%llu bad_ep=%llu bad_csum=%llu stale=%llu "
            "injected=%llu tx_ring_full=%llu bad_mac=%llu replays=%llu held=%llu revived=%llu "
-           "resets=%llu auth=%d",
+           "resets=%llu auth=%d bundled=%llu rx_bundles=%llu",
            (unsigned long long)st_.bad_len, (unsigned long long)st_.bad_version,
            (unsigned long long)st_.bad_job, (unsigned long long)st_.bad_ep, (unsigned long long)st_.bad_csum,
            (unsigned long long)st_.stale, (unsigned long long)st_.injected_drops,
            (unsigned long long)st_.tx_full, (unsigned long long)st_.bad_mac,
            (unsigned long long)st_.replays, (unsigned long long)st_.held, (unsigned long long)st_.revived,
-           (unsigned long long)st_.resets, int(cfg_.auth));
+           (unsigned long long)st_.resets, int(cfg_.auth), (unsigned long long)st_.bundled,
+           (unsigned long long)st_.rx_bundles);
   s += buf;
   for (const Peer& p : peers_) {
     snprintf(buf, sizeof buf,

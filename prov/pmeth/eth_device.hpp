@@ -45,6 +45,8 @@ struct DeviceConfig {
   uint32_t dead_ms = 60000;
   double drop_rate = 0;         // receive-side fault injection
   bool checksum = true;
+  // Small packets to one peer between two flushes share a frame.
+  bool bundle = true;
   // Frame authentication (eth_auth.hpp): every frame carries a MAC under
   // `key`; frames without a valid one are dropped before any state exists.
   bool auth = false;
@@ -77,6 +79,7 @@ class EthDevice final : public Device {
   int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
            size_t len) noexcept override;
   void flush() noexcept override {
+    if (open_.peer != kNoPeer) close_open();
     if (!tx_pending_) return;
     tx_pending_ = false;
     for (Rail& r : rails_) r.wire->tx_flush();
@@ -121,7 +124,8 @@ class EthDevice final : public Device {
 
  private:
   struct TxSlot {
-    std::vector<uint8_t> frame;
+    std::vector<uint8_t> frame;   // frame_cap_ bytes once used; len of them are the frame
+    uint32_t len = 0;
     uint32_t seq = 0;
     uint64_t sent_ns = 0;
     uint8_t rail = 0;             // where it last went
@@ -159,6 +163,7 @@ class EthDevice final : public Device {
     uint64_t tickets_acked = 0;
     // receive side
     uint32_t expected = 1;
+    uint16_t rx_part = 0;         // records of the bundle at `expected` already delivered
     uint32_t rx_since_ack = 0;
     uint64_t ack_deadline = 0;    // nonzero: an ACK is owed by then
     bool ack_queued = false;      // in ack_due_ (at most once)
@@ -213,7 +218,9 @@ class EthDevice final : public Device {
   void retransmit(Peer& p, uint32_t seq, int rail = -1);
   void handle_frame(unsigned rail, const uint8_t* f, size_t len, PacketSink& sink, uint64_t now);
   void handle_ack(Peer& p, uint32_t ack, uint16_t window, uint32_t ts_echo, uint64_t now);
-  bool deliver(PeerId id, const uint8_t* f, size_t len, PacketSink& sink);
+  bool deliver(PeerId id, uint8_t flags, const uint8_t* body, size_t len, PacketSink& sink);
+  void close_open() noexcept;
+  bool bundleable(size_t len) const noexcept { return cfg_.bundle && kFrameOverhead + len <= frame_cap_ / 2; }
   void run_timers(uint64_t now);
   void update_window(uint64_t now);
   void declare_unreachable(Peer& p, const char* why);
@@ -227,6 +234,16 @@ class EthDevice final : public Device {
   EthName self_;
   uint8_t name_[kNameLen];
   size_t max_payload_;
+  size_t frame_cap_;              // the largest frame: Ethernet header + MTU
+  // The data frame being filled with small packets for one peer (the
+  // seed's network burst): it goes out at flush(), or when the next packet
+  // is for another peer or does not fit.
+  struct Open {
+    PeerId peer = kNoPeer;
+    uint32_t seq = 0;
+    size_t len = 0;               // bytes of the frame so far
+    unsigned recs = 0;            // packets in it
+  } open_;
   std::deque<Peer> peers_;       // deque: references stay valid as it grows
   struct AddrKey {
     uint64_t mac;
@@ -251,7 +268,7 @@ class EthDevice final : public Device {
   struct Stats {
     uint64_t bad_len = 0, bad_version = 0, bad_job = 0, bad_ep = 0, bad_csum = 0, stale = 0,
              injected_drops = 0, tx_full = 0, bad_mac = 0, replays = 0, held = 0, revived = 0,
-             resets = 0;
+             resets = 0, bundled = 0, rx_bundles = 0;
   } st_;
 };
 

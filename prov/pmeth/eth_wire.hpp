@@ -17,6 +17,10 @@
 //     Ethernet addresses and header bytes 0..47; 0 when authentication is
 //     off; see eth_auth.hpp)
 //  DATA and DGRAM frames: then the 48-byte core packet header, then payload.
+//  A DATA frame with flag kFlagBundle carries several core packets (the
+//  seed's "network burst"): records of [length (u16) | core header |
+//  payload], the length counting the core header and payload; the records
+//  fill the frame's payload exactly.
 //  NAK frames: then a 64-bit bitmap (bit i: seq ack+1+i arrived).
 #pragma once
 
@@ -35,6 +39,25 @@ constexpr size_t kPmHdr = 56;
 constexpr size_t kMacOff = 48;  // of the MAC inside the pmeth header
 constexpr size_t kCoreHdr = sizeof(PktHdr);
 constexpr size_t kFrameOverhead = kEthHdr + kPmHdr + kCoreHdr;  // before payload
+
+// Header flags (byte 2); any other bit makes the frame invalid.
+constexpr uint8_t kFlagBundle = 0x01;
+constexpr uint8_t kKnownFlags = kFlagBundle;
+constexpr size_t kRecHdr = 2;  // a bundled record's length
+
+// Whether a bundle's records tile its body exactly, each holding at least
+// a core header: walked once, before anything is delivered.
+inline bool bundle_valid(const uint8_t* body, size_t len) {
+  size_t off = 0, n = 0;
+  while (off < len) {
+    if (len - off < kRecHdr) return false;
+    size_t r = size_t(body[off]) | (size_t(body[off + 1]) << 8);
+    if (r < sizeof(PktHdr) || r > len - off - kRecHdr) return false;
+    off += kRecHdr + r;
+    n++;
+  }
+  return n >= 2;
+}
 
 enum FrameType : uint8_t {
   kData = 1,       // reliable: seq, core header, payload

@@ -43,6 +43,10 @@ const ParamSpec kParams[] = {
      "af_packet"},
     {"ethertype", T::kInt, "EtherType of pmeth frames (0x88B5 = 34997, IEEE local experimental)", "34997"},
     {"window", T::kSize, "frames in flight per peer before the sender waits for acknowledgements", "128"},
+    {"bundle", T::kBool,
+     "small packets sent to one peer before the provider kicks the wire (FI_MORE, or sends queued "
+     "behind a full window) share one frame (the seed's network burst)",
+     "1"},
     {"ack_every", T::kSize, "frames received before an acknowledgement is sent at once", "32"},
     {"delayed_ack_us", T::kInt,
      "longest wait for traffic back to carry an acknowledgement before one is sent alone", "50"},
@@ -503,6 +507,7 @@ class PmEth final : public ProviderDef {
     dc.retries = uint32_t(g_params.get_int("retries"));
     dc.drop_rate = atof(g_params.get_string("drop_rate").c_str());
     dc.checksum = g_params.get_bool("checksum");
+    dc.bundle = g_params.get_bool("bundle");
     std::unique_ptr<EthDevice> eth = EthDevice::open(dc, std::move(rails), wc.ep_id, err);
     if (!eth) return nullptr;
     eth->keep_claims(std::move(claims));

@@ -180,7 +180,7 @@ class Endpoint final : public PacketSink {
   void send_ctrl(PeerId peer, uint8_t op, uint64_t msg_id, uint64_t value, uint8_t flags = 0);
   void flush_ctrl();
   void check_timers();
-  ssize_t queue_op(TxOp* op, bool copy_payload);
+  ssize_t queue_op(TxOp* op, bool copy_payload, bool more = false);
   uint8_t* op_buffer(TxOp* op, size_t bytes);  // op->inject, at least `bytes`  // FIFO per peer, sending what fits now
   void count_tx(const TxOp* op, bool ok);
 

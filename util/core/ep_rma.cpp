@@ -57,7 +57,7 @@ ssize_t Endpoint::rma(bool write, const struct iovec* iov, size_t iovcnt, fi_add
   if (!inject && len > rndv_threshold_ && dev_->can_read_remote(peer)) op->hdr.flags |= kPktCma;
   std::copy(iov, iov + iovcnt, op->iov);
   op->iovcnt = iovcnt;
-  return queue_op(op, inject);
+  return queue_op(op, inject, flags & FI_MORE);
 }
 
 int Endpoint::atomic_valid(fi_datatype dt, fi_op op, int kind, size_t* count) const {
@@ -109,7 +109,7 @@ ssize_t Endpoint::atomic(const struct iovec* iov, size_t iovcnt, const struct io
   o->hdr.offset = t.addr;
   o->hdr.msg_len = count;
   o->hdr.msg_id = (uint64_t(o->gen) << kIdBits) | o->index;
-  return queue_op(o, false);
+  return queue_op(o, false, flags & FI_MORE);
 }
 
 // ---- target side ----------------------------------------------------------

@@ -80,7 +80,7 @@ ssize_t Endpoint::send(const struct iovec* iov, size_t iovcnt, fi_addr_t dest, u
   op->iovcnt = iovcnt;
   op->start_ns = 0;
 
-  return queue_op(op, inject);
+  return queue_op(op, inject, flags & FI_MORE);
 }
 
 // The op's own buffer, kept across reuses of the op slot: grown to at least
@@ -96,17 +96,20 @@ uint8_t* Endpoint::op_buffer(TxOp* op, size_t bytes) {
 
 // Appends the op to its peer's FIFO and sends what the device takes now.
 // An injected payload still queued is copied before the call returns
-// (offsets stay valid: the copy holds the whole payload).
-ssize_t Endpoint::queue_op(TxOp* op, bool copy_payload) {
+// (offsets stay valid: the copy holds the whole payload). With FI_MORE
+// (more requests follow at once, fi_msg(3)) the device is not kicked: the
+// next request, or the next progress call, does it, and small packets to
+// one peer share frames meanwhile.
+ssize_t Endpoint::queue_op(TxOp* op, bool copy_payload, bool more) {
   PeerState& ps = peer_state(op->peer);
   bool was_empty = ps.queue.empty();
   ps.queue.push_back(op);
   op->start_ns = 0;
   if (was_empty && advance_tx(op)) {
-    dev_->flush();
+    if (!more) dev_->flush();
     return 0;
   }
-  dev_->flush();
+  if (!more) dev_->flush();
   if (copy_payload && op->state == TxOp::kQueued) {
     size_t len = iov_total(op->iov, op->iovcnt);
     uint8_t* buf = op_buffer(op, len);

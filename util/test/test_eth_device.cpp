@@ -83,6 +83,7 @@ DeviceConfig config() {
   cfg.rto_max_us = 20000;
   cfg.retries = 6;
   cfg.dead_ms = 400;  // unreachable after the retries and 400 ms without a word
+  cfg.bundle = false;  // one frame per send (the bundling tests turn it on)
   return cfg;
 }
 
@@ -1867,4 +1868,151 @@ Test(eth, receiver_without_room_stops_the_sender_and_loses_nothing) {
   for (uint64_t i = 0; i < N; i++) check_pkt(g_rb.got[i], from_a, i, 200);
   pump_for(0.05);
   cr_assert_eq(g_rb.got.size(), N);  // no duplicates
+}
+
+// --- bundles (the seed's network burst) ---------------------------------------
+
+namespace {
+DeviceConfig bundle_config() {
+  DeviceConfig cfg = config();
+  cfg.bundle = true;
+  return cfg;
+}
+
+size_t small_len(uint64_t i) { return size_t((i * 37) % 200); }  // 0 .. 199 bytes
+}  // namespace
+
+Test(eth, small_packets_share_frames_byte_exact) {
+  g_a = open_dev(1, bundle_config());
+  g_b = open_dev(2, bundle_config());
+  PeerId to_b = resolve(*g_a, *g_b);
+  send_blocking(*g_a, to_b, 0, small_len(0));
+  cr_assert(pump([&] { return g_rb.got.size() == 1; }));
+  // Sent one after the other before a flush: they go in few frames.
+  const uint64_t N = 30;  // within the window of 32 frames even unbundled
+  uint64_t frames0 = peer_stat(*g_a, 2, "tx_frames");
+  for (uint64_t i = 1; i <= N; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, small_len(i)), 0);
+  g_a->flush();
+  cr_assert(pump([&] { return g_rb.got.size() == N + 1; }), "%zu of %llu arrived\n%s\n%s", g_rb.got.size(),
+            (unsigned long long)N + 1, g_a->stats().c_str(), g_b->stats().c_str());
+  PeerId from_a = resolve(*g_b, *g_a);
+  for (uint64_t i = 0; i <= N; i++) check_pkt(g_rb.got[i], from_a, i, small_len(i));
+  uint64_t frames = peer_stat(*g_a, 2, "tx_frames") - frames0;
+  cr_assert_leq(frames, 8u, "%llu frames for %llu small packets\n%s", (unsigned long long)frames,
+                (unsigned long long)N, g_a->stats().c_str());
+  cr_assert_geq(dev_stat(*g_b, "rx_bundles"), 1u);
+  cr_assert_eq(dev_stat(*g_a, "bundled"), N - dev_stat(*g_b, "rx_bundles"));
+  // Every frame acknowledged: the tickets of the bundled packets complete.
+  cr_assert(pump([&] { return g_a->tx_state(to_b, g_a->tx_ticket(to_b)) == 1; }));
+  pump_for(0.02);
+  cr_assert_eq(g_rb.got.size(), N + 1);  // no duplicates
+}
+
+Test(eth, a_bundle_waits_record_by_record_for_room) {
+  g_a = open_dev(1, bundle_config());
+  g_b = open_dev(2, bundle_config());
+  PeerId to_b = resolve(*g_a, *g_b);
+  send_blocking(*g_a, to_b, 0, 8);
+  cr_assert(pump([&] { return g_rb.got.size() == 1; }));
+  const uint64_t N = 12;
+  g_rb.room = 4;  // the endpoint takes 3 more, then has no room
+  for (uint64_t i = 1; i <= N; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, small_len(i)), 0);
+  g_a->flush();
+  pump_for(0.1);
+  cr_assert_eq(g_rb.got.size(), 4u);
+  cr_assert_gt(g_rb.refused, 0u);
+  cr_assert_gt(dev_stat(*g_b, "held"), 0u);
+  g_rb.room = SIZE_MAX;
+  cr_assert(pump([&] { return g_rb.got.size() == N + 1; }), "%zu arrived\n%s", g_rb.got.size(), g_b->stats().c_str());
+  PeerId from_a = resolve(*g_b, *g_a);
+  for (uint64_t i = 0; i <= N; i++) check_pkt(g_rb.got[i], from_a, i, i ? small_len(i) : 8);
+  pump_for(0.05);
+  cr_assert_eq(g_rb.got.size(), N + 1);  // nothing delivered twice
+}
+
+Test(eth, forged_bundles_are_dropped_whole) {
+  DeviceConfig cfg = config();
+  cfg.delayed_ack_us = 0;
+  g_a = open_dev(10, cfg);
+  g_raw = open_wire(kRawEp, g_seg);
+  EthDevice& d = *g_a;
+  // The device's epoch, from the HELLO it answers a foreign DATA frame with.
+  inject(d, raw_frame(raw_hdr(pm::eth::kData, 10, 0x12345678, 1, 1), data_body(1, 20)));
+  std::vector<RawRx> rx = raw_rx();
+  cr_assert_eq(rx.size(), 1u);
+  const uint32_t dev_epoch = rx[0].h.src_epoch;
+  Drops w = drops(d);
+
+  auto rec = [](std::vector<uint8_t>& b, const std::vector<uint8_t>& r, size_t claimed) {
+    uint8_t l[2];
+    pm::eth::put16(l, uint16_t(claimed));
+    b.insert(b.end(), l, l + 2);
+    b.insert(b.end(), r.begin(), r.end());
+  };
+  auto bundle_frame = [&](const std::vector<uint8_t>& body, uint8_t flags = pm::eth::kFlagBundle,
+                          uint8_t type = pm::eth::kData) {
+    FrameHdr h = raw_hdr(type, 10, dev_epoch, 1, 1);
+    h.flags = flags;
+    return raw_frame(h, body);
+  };
+  std::vector<uint8_t> r1 = data_body(1, 20), r2 = data_body(2, 0), r3 = data_body(3, 33);
+  struct Case {
+    const char* what;
+    std::vector<uint8_t> body;
+    uint8_t flags, type;
+    bool version;  // counted as bad_version (else bad_len)
+  };
+  std::vector<Case> cases;
+  {
+    std::vector<uint8_t> b;
+    rec(b, r1, r1.size());
+    cases.push_back({"one record only", b, pm::eth::kFlagBundle, pm::eth::kData, false});
+    rec(b, r2, r2.size() - 1);
+    cases.push_back({"record shorter than it says", b, pm::eth::kFlagBundle, pm::eth::kData, false});
+  }
+  {
+    std::vector<uint8_t> b;
+    rec(b, r1, r1.size());
+    rec(b, r3, r3.size() + 1);
+    cases.push_back({"record past the frame", b, pm::eth::kFlagBundle, pm::eth::kData, false});
+  }
+  {
+    std::vector<uint8_t> b;
+    rec(b, r1, r1.size());
+    std::vector<uint8_t> tiny(pm::eth::kCoreHdr - 1, 0);
+    rec(b, tiny, tiny.size());
+    cases.push_back({"record without a core header", b, pm::eth::kFlagBundle, pm::eth::kData, false});
+  }
+  {
+    std::vector<uint8_t> b;
+    rec(b, r1, r1.size());
+    rec(b, r2, r2.size());
+    b.push_back(0);
+    cases.push_back({"a byte after the last record", b, pm::eth::kFlagBundle, pm::eth::kData, false});
+    b.pop_back();
+    cases.push_back({"bundle flag on a DGRAM frame", b, pm::eth::kFlagBundle, pm::eth::kDgram, false});
+    cases.push_back({"unknown flag", b, uint8_t(pm::eth::kFlagBundle | 0x40), pm::eth::kData, true});
+  }
+  for (const Case& c : cases) {
+    inject(d, bundle_frame(c.body, c.flags, c.type));
+    (c.version ? w.bad_version : w.bad_len)++;
+    check_drops(d, w, c.what);
+    cr_assert_eq(g_ra.got.size(), 0u, "%s: delivered", c.what);
+    cr_assert_eq(raw_rx().size(), 0u, "%s: answered", c.what);
+  }
+  // The well-formed bundle: three packets, byte-exact, one ACK.
+  std::vector<uint8_t> b;
+  rec(b, r1, r1.size());
+  rec(b, r2, r2.size());
+  rec(b, r3, r3.size());
+  inject(d, bundle_frame(b));
+  check_drops(d, w, "good bundle");
+  cr_assert_eq(g_ra.got.size(), 3u);
+  check_pkt(g_ra.got[0], g_ra.got[0].peer, 1, 20);
+  check_pkt(g_ra.got[1], g_ra.got[0].peer, 2, 0);
+  check_pkt(g_ra.got[2], g_ra.got[0].peer, 3, 33);
+  rx = raw_rx();
+  cr_assert_eq(rx.size(), 1u);
+  cr_assert_eq(rx[0].h.type, pm::eth::kAck);
+  cr_assert_eq(rx[0].h.ack, 2u);
 }
