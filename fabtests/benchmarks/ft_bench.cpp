@@ -120,12 +120,23 @@ void stream_one(Endpoint& ep, BenchCq& cq, const std::vector<fi_addr_t>& addr, c
             void* b = bufs[(size_t)j].data();
             if (op == StreamOp::kTInject)
                 cq.post("fi_tinject", [&] { return fi_tinject(ep.ep, b, size, addr[kServer], kDataTag); });
+            else if (op == StreamOp::kTSendMore)
+                cq.post("fi_tsendmsg", [&] {
+                    struct iovec iov = {b, size};
+                    struct fi_msg_tagged m = {};
+                    m.msg_iov = &iov;
+                    m.iov_count = 1;
+                    m.addr = addr[kServer];
+                    m.tag = kDataTag;
+                    m.context = &ctx[(size_t)j].fctx;
+                    return fi_tsendmsg(ep.ep, &m, j + 1 < window ? FI_MORE | FI_COMPLETION : FI_COMPLETION);
+                });
             else
                 cq.post("fi_tsend", [&] {
                     return fi_tsend(ep.ep, b, size, nullptr, addr[kServer], kDataTag, &ctx[(size_t)j].fctx);
                 });
         }
-        if (op == StreamOp::kTSend) cq.wait_all(ctx, (size_t)window, "stream send");
+        if (op != StreamOp::kTInject) cq.wait_all(ctx, (size_t)window, "stream send");
         cq.wait(&ack_ctx, "window ack");
     }
     double secs = now_s() - t0;

@@ -54,7 +54,8 @@ private:
     std::vector<void*> done_;
 };
 
-enum class StreamOp { kTSend, kTInject };
+// kTSendMore: fi_tsendmsg with FI_MORE on every send of a window but the last.
+enum class StreamOp { kTSend, kTInject, kTSendMore };
 
 // Windowed one-way stream, client (rank 1) -> server (rank 0): per window the
 // client posts `window` messages and waits for their completions (none for
