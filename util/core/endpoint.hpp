@@ -200,6 +200,7 @@ class Endpoint final : public PacketSink {
   bool on_eager(const CheckedPacket& pk);
   bool on_data(const CheckedPacket& pk);
   bool on_rts(const CheckedPacket& pk);
+  bool id_in_use(PeerId peer, uint64_t msg_id);
   bool unexp_room(size_t bytes);
   Unexp* new_unexp(const CheckedPacket& pk, size_t bytes);
   void drop(PeerId peer, const char* why);

@@ -206,10 +206,19 @@ Unexp* Endpoint::new_unexp(const CheckedPacket& pk, size_t bytes) {
   return u.release();
 }
 
+// A peer may not start a message under the id of one of its messages that
+// is still arriving (the assembly would be lost, and what it holds with it).
+bool Endpoint::id_in_use(PeerId peer, uint64_t msg_id) {
+  if (!assemblies_.count(AsmKey{peer, msg_id})) return false;
+  drop(peer, "a new message reuses the id of one still arriving");
+  return true;
+}
+
 bool Endpoint::on_eager(const CheckedPacket& pk) {
   const PktHdr& h = pk.hdr();
   PeerId peer = pk.peer();
   size_t plen = pk.len();  // <= msg_len <= the eager bound (rx_check)
+  if (h.msg_len > plen && id_in_use(peer, h.msg_id)) return true;
   RecvOp* r;
   size_t base;
   if (match_incoming(peer, h, &r, &base)) {
@@ -291,6 +300,7 @@ bool Endpoint::on_data(const CheckedPacket& pk) {
 bool Endpoint::on_rts(const CheckedPacket& pk) {
   const PktHdr& h = pk.hdr();
   PeerId peer = pk.peer();
+  if (id_in_use(peer, h.msg_id)) return true;
   size_t cnt = pk.len() / sizeof(RemoteIov);  // whole entries, <= kMaxIov (rx_check)
   RemoteIov riov[kMaxIov];
   memcpy(riov, pk.payload(), cnt * sizeof(RemoteIov));  // one read of the peer's bytes
@@ -313,6 +323,10 @@ bool Endpoint::on_rts(const CheckedPacket& pk) {
 void Endpoint::deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,
                            const RemoteIov* riov, size_t riovcnt) {
   size_t accept = std::min<size_t>(h.msg_len, capacity(r, base));
+  if (id_in_use(peer, h.msg_id)) {  // two unexpected RTS under one id
+    complete_recv_err(r, FI_EIO, 0);
+    return;
+  }
   if (accept && riovcnt && dev_->can_read_remote(peer)) {
     struct iovec local[kMaxIov], remote[kMaxIov];
     size_t lcnt = iov_slice(r->iov, r->iovcnt, base, accept, local, kMaxIov);
