@@ -23,6 +23,8 @@ fi_info* make_hints(const EpConfig& cfg) {
     hints->domain_attr->data_progress = cfg.progress;
     if (cfg.thread_safe || g_opt.thread_safe) hints->domain_attr->threading = FI_THREAD_SAFE;
     hints->fabric_attr->prov_name = strdup(g_opt.prov.c_str());
+    hints->addr_format = cfg.addr_format;
+    if (const char* f = getenv("FT_ADDR_FORMAT"); f && !strcmp(f, "str")) hints->addr_format = FI_ADDR_STR;
     // FT_AUTH_KEY=k0,k1,..: rank i asks for auth_key k_i in its hints (the
     // job's key, given where an application gives it).
     std::vector<std::string> keys = env_list("FT_AUTH_KEY");

@@ -43,6 +43,8 @@ struct EpConfig {
     // that addresses its peers by host and service passes them.
     std::string node, service;
     uint64_t getinfo_flags = 0;
+    // hints->addr_format; FT_ADDR_FORMAT=str asks every endpoint for FI_ADDR_STR.
+    uint32_t addr_format = FI_FORMAT_UNSPEC;
     // Called after the CQ is bound and before fi_enable (e.g. to bind
     // counters); fids it opens can be handed to Endpoint::adopt.
     std::function<void(Endpoint&)> before_enable;

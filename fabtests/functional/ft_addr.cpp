@@ -252,6 +252,97 @@ void case_straddr() {
     FT_CHECK(n < 0, "fi_av_insertsvc(%s, ftp): %d, expected an error", addr_of(0).c_str(), n);
 }
 
+// FI_ADDR_STR (docs/fi_pmeth.7.md, "String addresses"): every address is
+// the string fi_<prov>://<hex of the binary name>. Names swapped as strings,
+// inserted as the strings themselves and as char ** (fi_av(3)), looked up,
+// printed by fi_av_straddr and taken back by fi_av_insertsvc and fi_getinfo
+// as a node; malformed strings refused; messages both ways byte-exact.
+void case_str() {
+    EpConfig cfg;
+    cfg.addr_format = FI_ADDR_STR;
+    Endpoint ep(cfg);
+    const std::string prefix = "fi_" + g_opt.prov + "://";
+    FT_EQ(ep.info->addr_format, (uint32_t)FI_ADDR_STR, "fi_info addr_format");
+    auto as_str = [&](const std::vector<uint8_t>& b, const char* what) {
+        FT_CHECK(!b.empty() && b.back() == 0, "%s is not NUL-terminated", what);
+        std::string s((const char*)b.data());
+        FT_CHECK(s.size() + 1 == b.size(), "%s: %zu bytes for a string of %zu characters", what, b.size(), s.size());
+        FT_CHECK(s.rfind(prefix, 0) == 0, "%s \"%s\" does not start with %s", what, s.c_str(), prefix.c_str());
+        for (size_t i = prefix.size(); i < s.size(); i++)
+            FT_CHECK(isxdigit((unsigned char)s[i]) && !isupper((unsigned char)s[i]), "%s: not lowercase hex: %s", what,
+                     s.c_str());
+        return s;
+    };
+    as_str(bytes_of(ep.info->src_addr, ep.info->src_addrlen), "src_addr");
+    std::vector<uint8_t> mine = ep.name();
+    std::string me = as_str(mine, "fi_getname");
+    oob_send_bytes(1 - rank(), mine);
+    std::vector<uint8_t> theirs = oob_recv_bytes(1 - rank());
+    std::string peer = as_str(theirs, "the peer's name");
+    FT_EQ(theirs.size(), mine.size(), "every name has the same length");
+
+    auto lookup = [&](fi_addr_t a) {
+        std::vector<uint8_t> b(512);
+        size_t len = b.size();
+        int rc = fi_av_lookup(ep.av, a, b.data(), &len);
+        FT_CHECK(rc == 0 && len <= b.size(), "fi_av_lookup(%llu): %d, len %zu", (unsigned long long)a, rc, len);
+        b.resize(len);
+        return as_str(b, "fi_av_lookup");
+    };
+    // The string itself (as applications pass fi_getname's bytes) ...
+    fi_addr_t a1 = ep.insert(theirs);
+    FT_CHECK(lookup(a1) == peer, "lookup of the inserted string differs");
+    // ... and an array of strings (char **), with a malformed one beside it.
+    std::string upper = peer;
+    for (size_t i = prefix.size(); i < upper.size(); i++) upper[i] = (char)toupper((unsigned char)upper[i]);
+    std::string shorter = peer.substr(0, peer.size() - 2), other = "fi_x" + peer.substr(4);
+    const char* strs[4] = {peer.c_str(), upper.c_str(), shorter.c_str(), other.c_str()};
+    fi_addr_t out[4];
+    int n = fi_av_insert(ep.av, strs, 4, out, 0, nullptr);
+    FT_EQ(n, 1, "fi_av_insert of char *[4] with three malformed strings: names inserted");
+    FT_CHECK(out[0] != FI_ADDR_NOTAVAIL && lookup(out[0]) == peer, "char ** insert: the good string");
+    for (int i = 1; i < 4; i++)
+        FT_CHECK(out[i] == FI_ADDR_NOTAVAIL, "malformed string %d (%s) got fi_addr %llu", i, strs[i],
+                 (unsigned long long)out[i]);
+    // fi_av_straddr gives the string; fi_av_insertsvc takes it back as node.
+    char buf[512];
+    size_t len = sizeof buf;
+    const char* s = fi_av_straddr(ep.av, theirs.data(), buf, &len);
+    FT_CHECK(s && std::string(s) == peer && len == peer.size() + 1, "fi_av_straddr: \"%s\", len %zu", s ? s : "", len);
+    fi_addr_t a3 = FI_ADDR_NOTAVAIL;
+    n = fi_av_insertsvc(ep.av, s, nullptr, &a3, 0, nullptr);
+    FT_CHECK(n == 1 && a3 != FI_ADDR_NOTAVAIL && lookup(a3) == peer, "fi_av_insertsvc(straddr, NULL): %d", n);
+    n = fi_av_insertsvc(ep.av, upper.c_str(), nullptr, &a3, 0, nullptr);
+    FT_CHECK(n < 0, "fi_av_insertsvc(uppercase string, NULL): %d, expected an error", n);
+    // fi_getinfo with the string as node names it as dest_addr.
+    {
+        fi_info* hints = make_hints(cfg);
+        fi_info* got = nullptr;
+        int rc = fi_getinfo(kApiVersion, peer.c_str(), nullptr, 0, hints, &got);
+        FT_CHECK(rc == 0 && got && got->dest_addr, "fi_getinfo(node = the peer's string): %d", rc);
+        FT_CHECK(as_str(bytes_of(got->dest_addr, got->dest_addrlen), "dest_addr") == peer,
+                 "dest_addr differs from the node string");
+        fi_freeinfo(got);
+        got = nullptr;
+        rc = fi_getinfo(kApiVersion, upper.c_str(), nullptr, 0, hints, &got);
+        FT_CHECK(rc == -FI_ENODATA && !got, "fi_getinfo(node = a malformed string): %d, expected -FI_ENODATA", rc);
+        hints->addr_format = FI_SOCKADDR_IN;
+        rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &got);
+        FT_CHECK(rc == -FI_ENODATA && !got, "hints asking for FI_SOCKADDR_IN: %d, expected -FI_ENODATA", rc);
+        fi_freeinfo(hints);
+    }
+    // Traffic both ways through the string-inserted address, byte-exact.
+    auto r = post_recv(ep, 70000, true, 0xC1);
+    signal_peer(1 - rank(), kReady);
+    wait_signal_progress(ep, 1 - rank(), kReady);
+    auto snd = post_send(ep, a1, 65000 + rank(), 31 + rank(), true, 0xC1);
+    complete_send(ep, *snd);
+    complete_recv(ep, *r, {.len = size_t(65000 + 1 - rank()), .seed = uint32_t(31 + 1 - rank()), .tag = 0xC1});
+    signal_peer(1 - rank(), kDone);
+    wait_signal_progress(ep, 1 - rank(), kDone);
+    log("%s: %s", me.c_str(), peer.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -260,5 +351,6 @@ int main(int argc, char** argv) {
                      {"bad_node", 1, case_bad_node},
                      {"service", 2, case_service},
                      {"service_taken", 1, case_service_taken},
-                     {"straddr", 1, case_straddr}});
+                     {"straddr", 1, case_straddr},
+                     {"str", 2, case_str}});
 }

@@ -10,6 +10,7 @@
 
 #include "base/log.hpp"
 #include "base/netaddr.hpp"
+#include "core/addr_str.hpp"
 #include "core/domain.hpp"
 #include "core/provider.hpp"
 
@@ -26,7 +27,30 @@ Av::Av(Domain& dom, const fi_av_attr& attr, void* context)
   box_.fid.fid.ops = const_cast<fi_ops*>(&kAvFiOps);
   box_.fid.ops = const_cast<fi_ops_av*>(&kAvOps);
   addrlen_ = g_provdef->name_len();
+  str_ = dom.info && dom.info->addr_format == FI_ADDR_STR;
   names_.reserve(attr.count);
+}
+
+// fi_av_insert of a domain with string addresses (addr_str.hpp): fi_av(3)
+// says an array of strings (char **); libfabric's own providers and the
+// applications that swap fi_getname's bytes pass the strings themselves, one
+// after the other (here every name has the same length, so both readings
+// agree). A buffer that starts with this provider's "fi_<name>://" is taken
+// as such strings; anything else as char ** (a pointer's first bytes are
+// never that text). A string that is not a name takes its slot and gets
+// FI_ADDR_NOTAVAIL, as an invalid binary name does.
+int Av::insert_str(const void* addr, size_t count, fi_addr_t* fi_addr, uint64_t flags, void* context) {
+  if (count && !addr) return -FI_EINVAL;
+  std::string bin(count * addrlen_, '\0');  // zeros: never a valid name
+  bool inline_strs = count && looks_like_uri(static_cast<const char*>(addr), uri_size());
+  for (size_t i = 0; i < count; i++) {
+    const char* s = inline_strs ? static_cast<const char*>(addr) + i * uri_size()
+                                : static_cast<const char* const*>(addr)[i];
+    std::string one, why;
+    if (s && uri_to_name(s, uri_size(), &one, &why)) memcpy(&bin[i * addrlen_], one.data(), addrlen_);
+    else PM_WARN(FI_LOG_AV, "address %zu of the insert: %s", i, s ? why.c_str() : "null string");
+  }
+  return insert(bin.data(), count, fi_addr, flags, context);
 }
 
 // The lowest slot holding no name, grown at the end when every slot is used.
@@ -94,8 +118,11 @@ int Av::remove(fi_addr_t* fi_addr, size_t count, uint64_t flags) {
 
 int Av::lookup(fi_addr_t a, void* out, size_t* addrlen) {
   if (a >= names_.size() || !valid_[a]) return -FI_EINVAL;
-  size_t n = names_[a].size();
-  memcpy(out, names_[a].data(), std::min(n, *addrlen));
+  std::string u;
+  if (str_) u = name_to_uri(names_[a].data(), names_[a].size());
+  const std::string& v = str_ ? u : names_[a];
+  size_t n = v.size() + (str_ ? 1 : 0);  // a string with its NUL
+  if (out) memcpy(out, v.c_str(), std::min(n, *addrlen));
   *addrlen = n;
   return 0;
 }
@@ -106,8 +133,14 @@ fi_addr_t Av::addr_of(const void* name, size_t len) const {
   return it == index_.end() ? FI_ADDR_NOTAVAIL : it->second.front();
 }
 
+// String domains: the string itself (when it is one of our names), so that
+// fi_av_insertsvc(node = it, NULL) takes it back; otherwise the readable
+// form of the binary name (logs, and people).
 const char* Av::straddr(const void* addr, char* buf, size_t* len) {
-  std::string s = g_provdef->name_str(addr, addrlen_);
+  std::string s, bin, why;
+  if (!str_) s = g_provdef->name_str(addr, addrlen_);
+  else if (addr && uri_to_name(static_cast<const char*>(addr), uri_size(), &bin, &why))
+    s = name_to_uri(bin.data(), bin.size());
   if (*len) snprintf(buf, *len, "%s", s.c_str());
   *len = s.size() + 1;
   return buf;
@@ -153,15 +186,24 @@ int locked(Av* av, F&& f) noexcept {
 int pm_av_insert(fid_av* f, const void* addr, size_t count, fi_addr_t* out, uint64_t flags,
                  void* ctx) noexcept {
   Av* av = av_of(f);
-  return locked(av, [&] { return av->insert(addr, count, out, flags, ctx); });
+  return locked(av, [&] {
+    return av->strings() ? av->insert_str(addr, count, out, flags, ctx) : av->insert(addr, count, out, flags, ctx);
+  });
 }
 int pm_av_insertsvc(fid_av* f, const char* node, const char* service, fi_addr_t* out, uint64_t flags,
                     void* ctx) noexcept {
   Av* av = av_of(f);
   return guard([&] {
     if (flags) return -FI_EBADFLAGS;
-    std::string name;
-    if (int rc = resolve_svc(av, node, service, &name)) return rc;
+    std::string name, why;
+    if (node && !service && looks_like_uri(node, strlen(node))) {  // fi_av(3): a string address as node
+      if (!uri_to_name(node, strlen(node), &name, &why)) {
+        PM_INFO(FI_LOG_AV, "node %s: %s", node, why.c_str());
+        return -FI_EINVAL;
+      }
+    } else if (int rc = resolve_svc(av, node, service, &name)) {
+      return rc;
+    }
     std::lock_guard<SpinLock> g(av->domain().lock());
     return av->insert(name.data(), 1, out, 0, ctx);
   });

@@ -29,6 +29,9 @@ class Av {
   int remove(fi_addr_t* fi_addr, size_t count, uint64_t flags);
   int lookup(fi_addr_t addr, void* out, size_t* addrlen);
   const char* straddr(const void* addr, char* buf, size_t* len);
+  // Domains opened with FI_ADDR_STR: names come and go as strings (addr_str.hpp).
+  bool strings() const { return str_; }
+  int insert_str(const void* addr, size_t count, fi_addr_t* fi_addr, uint64_t flags, void* context);
 
   // For endpoints (domain lock held).
   const std::string* name_of(fi_addr_t a) const {
@@ -45,6 +48,7 @@ class Av {
   Domain& dom_;
   fi_av_type type_;
   size_t addrlen_;
+  bool str_ = false;
   fi_addr_t take_slot();
 
   std::vector<std::string> names_;

@@ -1,4 +1,5 @@
 #include "core/domain.hpp"
+#include "core/addr_str.hpp"
 
 #include <dlfcn.h>
 #include <poll.h>
@@ -511,7 +512,19 @@ int pm_endpoint(fid_domain* f, fi_info* info, fid_ep** out, void* ctx) noexcept 
         (info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_DGRAM))
       return -FI_EINVAL;
     int err = 0;
-    std::unique_ptr<Device> dev = g_provdef->open_device(*d, *info, &err);
+    // String addresses: the device sees the binary name of src_addr.
+    std::unique_ptr<fi_info, void (*)(fi_info*)> bin(nullptr, fi_freeinfo);
+    if (info->addr_format == FI_ADDR_STR && info->src_addr) {
+      std::string name, why;
+      if (!uri_to_name(static_cast<const char*>(info->src_addr), info->src_addrlen, &name, &why, false)) {
+        PM_INFO(FI_LOG_EP_CTRL, "src_addr: %s", why.c_str());
+        return -FI_EINVAL;
+      }
+      bin.reset(fi_dupinfo(info));
+      if (!bin || !set_info_addr(&bin->src_addr, &bin->src_addrlen, name.data(), name.size())) return -FI_ENOMEM;
+      bin->addr_format = FI_FORMAT_UNSPEC;
+    }
+    std::unique_ptr<Device> dev = g_provdef->open_device(*d, bin ? *bin : *info, &err);
     if (!dev) return err ? err : -FI_EOTHER;
     std::lock_guard<SpinLock> g(d->lock());
     // With FI_PROGRESS_AUTO an endpoint without its progress thread would

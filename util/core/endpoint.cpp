@@ -8,6 +8,7 @@
 
 #include "base/clock.hpp"
 #include "base/log.hpp"
+#include "core/addr_str.hpp"
 #include "core/av.hpp"
 #include "core/cntr.hpp"
 #include "core/domain.hpp"
@@ -174,14 +175,17 @@ int Endpoint::close() {
   return 0;
 }
 
+// The binary name, or with FI_ADDR_STR its string (NUL included).
 int Endpoint::getname(void* addr, size_t* len) {
-  size_t need = dev_->name_len();
   if (!len) return -FI_EINVAL;
-  if (*len < need) {
+  bool str = info_->addr_format == FI_ADDR_STR;
+  std::string u = str ? name_to_uri(dev_->name(), dev_->name_len()) : std::string();
+  size_t need = str ? u.size() + 1 : dev_->name_len();
+  if (*len < need || !addr) {
     *len = need;
     return -FI_ETOOSMALL;
   }
-  memcpy(addr, dev_->name(), need);
+  memcpy(addr, str ? static_cast<const void*>(u.c_str()) : dev_->name(), need);
   *len = need;
   return 0;
 }

@@ -12,6 +12,7 @@
 #include "base/log.hpp"
 #include "core/av.hpp"
 #include "core/cntr.hpp"
+#include "core/addr_str.hpp"
 #include "core/endpoint.hpp"
 #include "core/rx_check.hpp"
 
@@ -430,6 +431,11 @@ void Endpoint::write_rx(const Completion& c, PeerId peer) {
   }
   Completion e = c;
   e.err = FI_EADDRNOTAVAIL;
+  if (info_->addr_format == FI_ADDR_STR) {  // in the AV's format: the string, NUL included
+    std::string u = name_to_uri(name, len);
+    rx_cq_->push_source_err(e, u.c_str(), u.size() + 1);
+    return;
+  }
   rx_cq_->push_source_err(e, name, len);
 }
 

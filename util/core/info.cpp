@@ -3,6 +3,7 @@
 // a template does not fit, and shapes the returned fi_info after the hints.
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include <rdma/fi_errno.h>
@@ -13,6 +14,7 @@
 #include "base/netaddr.hpp"
 #include "base/param.hpp"
 #include "core/domain.hpp"
+#include "core/addr_str.hpp"
 #include "core/provider.hpp"
 
 namespace pm {
@@ -55,8 +57,9 @@ std::string mismatch(const fi_info& t, const fi_info& h, uint32_t version) {
     return "endpoint type " + std::string(fi_tostr(&h.ep_attr->type, FI_TYPE_EP_TYPE)) + " not supported";
   if (h.caps & ~t.caps) return "capabilities not supported: " + caps_str(h.caps & ~t.caps);
   if (t.mode & ~h.mode) return "application does not support the required mode bits";
-  if (h.addr_format != FI_FORMAT_UNSPEC && h.addr_format != t.addr_format)
-    return "address format not supported";
+  if (h.addr_format != FI_FORMAT_UNSPEC && h.addr_format != FI_ADDR_STR && h.addr_format != t.addr_format)
+    return "address format " + std::string(fi_tostr(&h.addr_format, FI_TYPE_ADDR_FORMAT)) +
+           " not supported (FI_FORMAT_UNSPEC: the binary name of docs/wire_protocol.md; FI_ADDR_STR)";
   if (h.fabric_attr && h.fabric_attr->name && strcmp(h.fabric_attr->name, t.fabric_attr->name))
     return "fabric name " + std::string(h.fabric_attr->name) + " not offered";
   if (const fi_domain_attr* d = h.domain_attr) {
@@ -175,6 +178,42 @@ int pm_getinfo(uint32_t version, const char* node, const char* service, uint64_t
     req.service = service;
     req.source = flags & FI_SOURCE;
     req.hints = hints;
+    // String addresses (FI_ADDR_STR hints, or a string name as the node):
+    // the providers see binary names only, in a copy of the hints.
+    bool str = hints && hints->addr_format == FI_ADDR_STR;
+    std::unique_ptr<fi_info, void (*)(fi_info*)> shadow(nullptr, fi_freeinfo);
+    if (str || (node && !service && looks_like_uri(node, strlen(node)))) {
+      shadow.reset(hints ? fi_dupinfo(hints) : fi_allocinfo());
+      if (!shadow) return -FI_ENOMEM;
+      shadow->addr_format = FI_FORMAT_UNSPEC;
+      auto to_bin = [&](void** field, size_t* flen, const char* what) {
+        if (!*field || !str) return true;
+        std::string bin;
+        if (!uri_to_name(static_cast<const char*>(*field), *flen, &bin, &why, field != &shadow->src_addr)) {
+          PM_INFO(FI_LOG_CORE, "%s: hints' %s: %s", g_provdef->name(), what, why.c_str());
+          return false;
+        }
+        return set_info_addr(field, flen, bin.data(), bin.size());
+      };
+      if (!to_bin(&shadow->src_addr, &shadow->src_addrlen, "src_addr") ||
+          !to_bin(&shadow->dest_addr, &shadow->dest_addrlen, "dest_addr"))
+        return -FI_ENODATA;
+      if (node && !service && looks_like_uri(node, strlen(node))) {
+        std::string bin;
+        if (!uri_to_name(node, strlen(node), &bin, &why)) {
+          PM_INFO(FI_LOG_CORE, "%s: node %s: %s", g_provdef->name(), node, why.c_str());
+          return -FI_ENODATA;
+        }
+        // The named endpoint: the destination, or with FI_SOURCE the local one.
+        if (!(req.source ? set_info_addr(&shadow->src_addr, &shadow->src_addrlen, bin.data(), bin.size())
+                         : set_info_addr(&shadow->dest_addr, &shadow->dest_addrlen, bin.data(), bin.size())))
+          return -FI_ENOMEM;
+        req.node = nullptr;
+      }
+      req.hints = shadow.get();
+    }
+    // The hints as the providers see them (binary names).
+    const fi_info* eff = hints && shadow ? shadow.get() : hints;
     if (!parse_service(service, &req.svc, &why)) {
       PM_INFO(FI_LOG_CORE, "%s: %s", g_provdef->name(), why.c_str());
       return -FI_ENODATA;
@@ -187,8 +226,8 @@ int pm_getinfo(uint32_t version, const char* node, const char* service, uint64_t
     fi_info* head = nullptr;
     fi_info** tail = &head;
     for (fi_info* t = tmpls; t; t = t->next) {
-      if (hints) {
-        std::string m = mismatch(*t, *hints, version);
+      if (eff) {
+        std::string m = mismatch(*t, *eff, version);
         if (!m.empty()) {
           PM_INFO(FI_LOG_CORE, "domain %s does not fit the hints: %s", t->domain_attr->name, m.c_str());
           continue;
@@ -201,13 +240,26 @@ int pm_getinfo(uint32_t version, const char* node, const char* service, uint64_t
         return -FI_ENOMEM;
       }
       o->next = nullptr;
-      if (hints) apply_hints(*o, *hints, version);
+      if (eff) apply_hints(*o, *eff, version);
       else if (version < FI_VERSION(1, 5)) o->domain_attr->mr_mode = kMrScalable;
       why.clear();
       if (!g_provdef->set_addrs(*o, req, &why)) {
         PM_INFO(FI_LOG_CORE, "domain %s: %s", t->domain_attr->name, why.c_str());
         fi_freeinfo(o);
         continue;
+      }
+      if (str) {
+        o->addr_format = FI_ADDR_STR;
+        for (auto f : {std::make_pair(&o->src_addr, &o->src_addrlen), std::make_pair(&o->dest_addr, &o->dest_addrlen)}) {
+          if (!*f.first) continue;
+          std::string u = name_to_uri(*f.first, *f.second);
+          if (!set_info_addr(f.first, f.second, u.c_str(), u.size() + 1)) {
+            fi_freeinfo(o);
+            fi_freeinfo(head);
+            fi_freeinfo(tmpls);
+            return -FI_ENOMEM;
+          }
+        }
       }
       *tail = o;
       tail = &o->next;
