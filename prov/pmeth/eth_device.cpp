@@ -136,6 +136,7 @@ PeerId EthDevice::peer_by_addr(const uint8_t* mac, uint32_t ep_id) {
   PeerId id = PeerId(peers_.size());
   peers_.emplace_back();
   Peer& p = peers_.back();
+  p.id = id;
   p.name.ep_id = ep_id;
   memcpy(p.name.mac[0], mac, 6);
   encode_name(p.name_bytes, p.name);
@@ -351,6 +352,7 @@ int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
     p.state = Peer::kHelloSent;
     p.hello_start_ns = now;
     p.hello_deadline = now + p.rto_ns;
+    track(p);
     flush();
     return -FI_EAGAIN;
   }
@@ -365,7 +367,7 @@ int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
     TxSlot& o = p.ring[open_.seq % cfg_.window];
     size_t add = kRecHdr + kCoreHdr + len + (open_.recs == 1 ? kRecHdr : 0);
     if (o.seq == open_.seq && bundleable(len) && open_.len + add <= frame_cap_) {
-      uint8_t* f = o.frame.data();
+      uint8_t* f = o.frame.get();
       if (open_.recs == 1) {
         size_t r0 = open_.len - kBodyOff;
         memmove(f + kBodyOff + kRecHdr, f + kBodyOff, r0);
@@ -392,8 +394,8 @@ int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
   // The clock is read once per frame, and only for a frame that goes.
   uint64_t now = now_ns();
   TxSlot& s = p.ring[p.next_seq % cfg_.window];
-  if (s.frame.size() < frame_cap_) s.frame.resize(frame_cap_);
-  uint8_t* f = s.frame.data();
+  if (!s.frame) s.frame = take_frame();
+  uint8_t* f = s.frame.get();
   build_hdr(f, p, kData, p.next_seq, uint16_t(kCoreHdr + len), now);
   encode_core(f + kBodyOff, hdr);
   iov_copy_from(iov, iovcnt, offset, f + kFrameOverhead, len);
@@ -423,7 +425,32 @@ int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
   p.tx_frames++;
   p.tx_bytes += flen;
   if (!p.rto_deadline) p.rto_deadline = now + p.rto_ns;
+  track(p);
   return 0;
+}
+
+std::unique_ptr<uint8_t[]> EthDevice::take_frame() {
+  if (frame_pool_.empty()) return std::unique_ptr<uint8_t[]>(new uint8_t[frame_cap_]);
+  std::unique_ptr<uint8_t[]> f = std::move(frame_pool_.back());
+  frame_pool_.pop_back();
+  return f;
+}
+
+// At most a window's worth stays pooled; the rest goes back to the system.
+void EthDevice::give_frame(std::unique_ptr<uint8_t[]> f) {
+  if (f && frame_pool_.size() < cfg_.window) frame_pool_.push_back(std::move(f));
+}
+
+// Frames [from, to) were acknowledged: their buffers go back to the pool.
+void EthDevice::release_acked(Peer& p, uint32_t from, uint32_t to) {
+  if (p.ring.empty()) return;
+  for (uint32_t s = from; seq_lt(s, to); s++) {
+    TxSlot& t = p.ring[s % cfg_.window];
+    if (t.seq != s) continue;
+    if (open_.peer == p.id && open_.seq == s) continue;  // cannot be: never sent
+    give_frame(std::move(t.frame));
+    t.len = 0;
+  }
 }
 
 // The open frame goes out: its final length, the newest acknowledgement
@@ -436,7 +463,7 @@ void EthDevice::close_open() noexcept {
   if (p.ring.empty()) return;
   TxSlot& s = p.ring[o.seq % cfg_.window];
   if (s.seq != o.seq) return;
-  uint8_t* f = s.frame.data();
+  uint8_t* f = s.frame.get();
   uint8_t* h = f + kEthHdr;
   put32(h + 28, p.expected);
   put16(h + 32, p.rx_held ? 0 : adv_window_);
@@ -472,8 +499,8 @@ void EthDevice::retransmit(Peer& p, uint32_t seq, int rail) {
   if (seq_lt(seq, p.una) || !seq_lt(seq, p.next_seq)) return;
   if (open_.peer != kNoPeer) close_open();  // it may be the open frame
   TxSlot& s = p.ring[seq % cfg_.window];
-  if (s.seq != seq || !s.len) return;
-  uint8_t* f = s.frame.data();
+  if (s.seq != seq || !s.len || !s.frame) return;
+  uint8_t* f = s.frame.get();
   FrameHdr h = decode_hdr(f + kEthHdr);
   h.ack = p.expected;
   h.ts = now_us();
@@ -498,6 +525,7 @@ void EthDevice::handle_ack(Peer& p, uint32_t ack, uint16_t window, uint32_t ts_e
   if (window && p.persist_ns) p.persist_ns = 0;
   if (!seq_lt(p.una, ack) || !seq_le(ack, p.next_seq)) return;
   p.tickets_acked += ack - p.una;
+  release_acked(p, p.una, ack);
   p.una = ack;
   p.tries = 0;
   if (ts_echo) {
@@ -593,7 +621,11 @@ void EthDevice::reset_peer(PeerId id, PacketSink* sink) {
   p.ack_deadline = 0;
   p.gap_since_ns = 0;
   for (auto& r : p.reorder) r.present = false;
-  for (auto& t : p.ring) t.seq = 0;
+  for (auto& t : p.ring) {
+    t.seq = 0;
+    t.len = 0;
+    give_frame(std::move(t.frame));
+  }
   if (sink) sink->on_peer_reset(id);
 }
 
@@ -699,8 +731,13 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
   if (!cfg_.reliable && h.type != kDgram) return;
   PeerId id = peer_by_addr(f + 6, h.src_ep);
   Peer& p = peers_[id];
+  touched_ = id;
   last_rx_ns_ = now;
   p.last_heard_ns = now;
+  if (p.heard_epoch != heard_epoch_) {
+    p.heard_epoch = heard_epoch_;
+    heard_now_++;
+  }
   p.probe_gap_ns = 0;
   p.rx_frames++;
   p.rx_bytes += len;
@@ -890,23 +927,52 @@ void EthDevice::update_window(uint64_t now) {
   size_t cap = 0;
   for (const Rail& r : rails_) cap += r.wire->rx_capacity();
   if (!cap) return;
-  size_t active = 0;
-  for (const Peer& p : peers_)
-    if (p.state == Peer::kUp && now - p.last_heard_ns < 100000000ull) active++;
+  // Senders: the peers heard in this 100 ms epoch and the previous one,
+  // counted as their frames came (no pass over every peer).
+  if (now - heard_epoch_ns_ >= 100000000ull) {
+    heard_epoch_ns_ = now;
+    heard_prev_ = heard_now_;
+    heard_now_ = 0;
+    heard_epoch_++;
+  }
+  size_t active = std::max(heard_now_, heard_prev_);
   size_t share = cap / std::max<size_t>(active, 1) * 3 / 4;
   adv_window_ = uint16_t(std::clamp<size_t>(share, 2, std::min<uint32_t>(cfg_.window, 65535)));
+}
+
+bool EthDevice::needs_timer(const Peer& p) noexcept {
+  if (p.state == Peer::kHelloSent) return true;
+  if (p.state != Peer::kUp) return false;
+  if (p.rto_deadline || (p.peer_window == 0 && p.una == p.next_seq)) return true;
+  for (unsigned r = 0; r < p.rails; r++)
+    if (p.rail_down[r]) return true;
+  return false;
 }
 
 void EthDevice::run_timers(uint64_t now) {
   uint64_t rto_max = uint64_t(cfg_.rto_max_us) * 1000;
   uint64_t dead = uint64_t(cfg_.dead_ms) * 1000000;
-  for (Peer& p : peers_) {
+  st_.timer_passes++;
+  // Peers whose timers are all off leave the list; the others stay.
+  size_t keep = 0;
+  for (size_t i = 0; i < timed_.size(); i++) {
+    Peer& p = peers_[timed_[i]];
+    st_.timer_visits++;
+    run_peer_timers(p, now, rto_max, dead);
+    if (needs_timer(p)) timed_[keep++] = p.id;
+    else p.timed = false;
+  }
+  timed_.resize(keep);
+}
+
+void EthDevice::run_peer_timers(Peer& p, uint64_t now, uint64_t rto_max, uint64_t dead) {
+  {
     if (p.state == Peer::kHelloSent && p.hello_deadline && now >= p.hello_deadline) {
       // Given up only after the retry budget and the dead time both passed
       // without a word from the peer.
       if (++p.hello_tries > cfg_.retries && now - std::max(p.hello_start_ns, p.last_heard_ns) > dead) {
         declare_unreachable(p, "no answer to the handshake");
-        continue;
+        return;
       }
       send_hello(p, kHello);
       p.hello_deadline = now + std::min(p.rto_ns << std::min(p.hello_tries, 16u), rto_max);
@@ -914,7 +980,7 @@ void EthDevice::run_timers(uint64_t now) {
     if (p.state == Peer::kUp && p.rto_deadline && now >= p.rto_deadline) {
       if (++p.tries > cfg_.retries && now - p.last_heard_ns > dead) {
         declare_unreachable(p, "nothing heard from it for the dead time, and no acknowledgement after the retry budget");
-        continue;
+        return;
       }
       int rail = -1;
       if (p.rails > 1) {
@@ -951,7 +1017,7 @@ void EthDevice::run_timers(uint64_t now) {
         p.persist_ns = now + std::min(p.rto_ns << std::min(++p.tries, 16u), rto_max);
         if (now - p.last_heard_ns > dead) {
           declare_unreachable(p, "no answer to window probes for the dead time");
-          continue;
+          return;
         }
       }
     }
@@ -970,7 +1036,8 @@ void EthDevice::run_timers(uint64_t now) {
 uint64_t EthDevice::next_timer_ns() const noexcept {
   uint64_t t = rails_.size() > 1 ? next_link_ns_ : UINT64_MAX;
   for (PeerId id : ack_due_) t = std::min(t, peers_[id].ack_deadline ? peers_[id].ack_deadline : t);
-  for (const Peer& p : peers_) {
+  for (PeerId id : timed_) {
+    const Peer& p = peers_[id];
     if (p.state == Peer::kHelloSent && p.hello_deadline) t = std::min(t, p.hello_deadline);
     if (p.state != Peer::kUp) continue;
     if (p.rto_deadline) t = std::min(t, p.rto_deadline);
@@ -1011,7 +1078,11 @@ int EthDevice::poll_busy(PacketSink& sink, int budget) noexcept {
     int n = w.rx_burst(fr, std::min(budget - total, 32));
     if (n == 0) continue;
     if (!now) now = now_ns();
-    for (int i = 0; i < n; i++) handle_frame(r, fr[i].data, fr[i].len, sink, now);
+    for (int i = 0; i < n; i++) {
+      touched_ = kNoPeer;
+      handle_frame(r, fr[i].data, fr[i].len, sink, now);
+      if (touched_ != kNoPeer) track(peers_[touched_]);
+    }
     w.rx_release();
     total += n;
     if (total >= budget) break;
@@ -1111,14 +1182,16 @@ std::string EthDevice::stats() const {
   snprintf(buf, sizeof buf,
            " drops: bad_len=%llu bad_version=%llu bad_job=%llu bad_ep=%llu bad_csum=%llu stale=%llu "
            "injected=%llu tx_ring_full=%llu bad_mac=%llu replays=%llu held=%llu revived=%llu "
-           "resets=%llu auth=%d bundled=%llu rx_bundles=%llu",
+           "resets=%llu auth=%d bundled=%llu rx_bundles=%llu timer_passes=%llu timer_visits=%llu peers=%zu "
+           "timed=%zu pooled_frames=%zu",
            (unsigned long long)st_.bad_len, (unsigned long long)st_.bad_version,
            (unsigned long long)st_.bad_job, (unsigned long long)st_.bad_ep, (unsigned long long)st_.bad_csum,
            (unsigned long long)st_.stale, (unsigned long long)st_.injected_drops,
            (unsigned long long)st_.tx_full, (unsigned long long)st_.bad_mac,
            (unsigned long long)st_.replays, (unsigned long long)st_.held, (unsigned long long)st_.revived,
            (unsigned long long)st_.resets, int(cfg_.auth), (unsigned long long)st_.bundled,
-           (unsigned long long)st_.rx_bundles);
+           (unsigned long long)st_.rx_bundles, (unsigned long long)st_.timer_passes,
+           (unsigned long long)st_.timer_visits, peers_.size(), timed_.size(), frame_pool_.size());
   s += buf;
   for (const Peer& p : peers_) {
     snprintf(buf, sizeof buf,

@@ -124,7 +124,7 @@ class EthDevice final : public Device {
 
  private:
   struct TxSlot {
-    std::vector<uint8_t> frame;   // frame_cap_ bytes once used; len of them are the frame
+    std::unique_ptr<uint8_t[]> frame;  // frame_cap_ bytes from the pool while unacknowledged
     uint32_t len = 0;
     uint32_t seq = 0;
     uint64_t sent_ns = 0;
@@ -135,6 +135,9 @@ class EthDevice final : public Device {
     bool present = false;
   };
   struct Peer {
+    PeerId id = kNoPeer;
+    bool timed = false;           // in timed_ (needs the timer pass)
+    uint32_t heard_epoch = 0;     // window accounting: last epoch a frame came
     EthName name;
     uint8_t name_bytes[kNameLen] = {0};
     bool name_known = false;      // host id learnt (AV insert or handshake)
@@ -222,6 +225,21 @@ class EthDevice final : public Device {
   void close_open() noexcept;
   bool bundleable(size_t len) const noexcept { return cfg_.bundle && kFrameOverhead + len <= frame_cap_ / 2; }
   void run_timers(uint64_t now);
+  void run_peer_timers(Peer& p, uint64_t now, uint64_t rto_max, uint64_t dead);
+  // Timers visit only the peers that have one running (timed_), so an idle
+  // endpoint's cost does not grow with its peers.
+  static bool needs_timer(const Peer& p) noexcept;
+  void track(Peer& p) {
+    if (!p.timed && needs_timer(p)) {
+      p.timed = true;
+      timed_.push_back(p.id);
+    }
+  }
+  // Transmit frames come from a pool and go back to it when acknowledged:
+  // memory follows the frames in flight, not the peers ever talked to.
+  std::unique_ptr<uint8_t[]> take_frame();
+  void give_frame(std::unique_ptr<uint8_t[]> f);
+  void release_acked(Peer& p, uint32_t from, uint32_t to);
   void update_window(uint64_t now);
   void declare_unreachable(Peer& p, const char* why);
 
@@ -257,6 +275,14 @@ class EthDevice final : public Device {
   std::vector<uint8_t> scratch_;
   std::vector<PeerId> ack_due_;   // peers owed an ACK (delayed-ACK timer)
   std::vector<PeerId> held_;      // peers whose next frame waits for room
+  std::vector<PeerId> timed_;     // peers with a timer running (needs_timer)
+  PeerId touched_ = kNoPeer;      // the peer the frame being handled came from
+  std::vector<std::unique_ptr<uint8_t[]>> frame_pool_;
+  // Peers heard in the current and the previous 100 ms (receive window
+  // shares), counted as frames arrive.
+  uint32_t heard_epoch_ = 1;
+  uint64_t heard_epoch_ns_ = 0;
+  size_t heard_now_ = 0, heard_prev_ = 0;
   uint64_t last_rx_ns_ = 0;       // any frame (close lingers while they come)
   std::mt19937_64 rng_;
   uint64_t next_timer_ns_ = 0;
@@ -268,7 +294,7 @@ class EthDevice final : public Device {
   struct Stats {
     uint64_t bad_len = 0, bad_version = 0, bad_job = 0, bad_ep = 0, bad_csum = 0, stale = 0,
              injected_drops = 0, tx_full = 0, bad_mac = 0, replays = 0, held = 0, revived = 0,
-             resets = 0, bundled = 0, rx_bundles = 0;
+             resets = 0, bundled = 0, rx_bundles = 0, timer_visits = 0, timer_passes = 0;
   } st_;
 };
 
