@@ -7,7 +7,7 @@
 //   timers    peers the timer pass visits on an idle endpoint (0 expected),
 //             and ns per idle poll pass with the timers due
 // With --check it fails (exit 1) when a bound is exceeded: the counts are
-// exact, the heap bounds generous (see docs/cluster.md).
+// exact, the heap bounds generous (see docs/scale.md).
 //   pm_bench_peer_scale [--check] N...
 #include <malloc.h>
 #include <sys/resource.h>
