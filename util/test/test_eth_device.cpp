@@ -1998,13 +1998,15 @@ Test(eth, forged_bundles_are_dropped_whole) {
     (c.version ? w.bad_version : w.bad_len)++;
     check_drops(d, w, c.what);
     cr_assert_eq(g_ra.got.size(), 0u, "%s: delivered", c.what);
-    cr_assert_eq(raw_rx().size(), 0u, "%s: answered", c.what);
+    for (const RawRx& x : raw_rx())  // (the device's own HELLO retries may come: no session yet)
+      cr_assert_eq(x.h.type, pm::eth::kHello, "%s: answered with frame type %u", c.what, x.h.type);
   }
   // The well-formed bundle: three packets, byte-exact, one ACK.
   std::vector<uint8_t> b;
   rec(b, r1, r1.size());
   rec(b, r2, r2.size());
   rec(b, r3, r3.size());
+  raw_rx();
   inject(d, bundle_frame(b));
   check_drops(d, w, "good bundle");
   cr_assert_eq(g_ra.got.size(), 3u);
@@ -2012,7 +2014,12 @@ Test(eth, forged_bundles_are_dropped_whole) {
   check_pkt(g_ra.got[1], g_ra.got[0].peer, 2, 0);
   check_pkt(g_ra.got[2], g_ra.got[0].peer, 3, 33);
   rx = raw_rx();
-  cr_assert_eq(rx.size(), 1u);
-  cr_assert_eq(rx[0].h.type, pm::eth::kAck);
-  cr_assert_eq(rx[0].h.ack, 2u);
+  size_t acks = 0;
+  for (const RawRx& x : rx) {
+    if (x.h.type == pm::eth::kHello) continue;
+    cr_assert_eq(x.h.type, pm::eth::kAck);
+    cr_assert_eq(x.h.ack, 2u);
+    acks++;
+  }
+  cr_assert_eq(acks, 1u);
 }
