@@ -65,7 +65,8 @@ foreach(b ${_sos_builds})
   endif()
   add_test(NAME thirdparty.sos.${b} COMMAND ${_tp} sos ${PM_THIRDPARTY_CACHE} ${b} ${_sos_args_${b}})
   set_tests_properties(thirdparty.sos.${b} PROPERTIES
-    FIXTURES_SETUP sos_${b} ENVIRONMENT "${_tp_env}" TIMEOUT 2400 PROCESSORS 2 LABELS "sos;thirdparty")
+    FIXTURES_SETUP sos_${b} ENVIRONMENT "${_tp_env}" TIMEOUT 2400 PROCESSORS 2 LABELS "sos;thirdparty"
+    COST 10000)  # the long ones first (ctest -j starts higher COST first): wall time
   set(_settings pmeth pmeth_eth pmshm)
   if(NOT PM_SOS_ALL)
     set(_settings pmeth)
@@ -77,6 +78,6 @@ foreach(b ${_sos_builds})
     # the machine (2 busy-polling PEs).
     set_tests_properties(sos.${b}.${s} PROPERTIES FIXTURES_REQUIRED sos_${b} RESOURCE_LOCK sos_${b}
       ENVIRONMENT "FI_PROVIDER_PATH=${PM_PROVIDER_DIR};SOS_RESULTS=${CMAKE_BINARY_DIR}/sos-results/${b}.${s}"
-      TIMEOUT 2400 PROCESSORS 2 LABELS sos)
+      TIMEOUT 2400 PROCESSORS 2 LABELS sos COST 5000)
   endforeach()
 endforeach()

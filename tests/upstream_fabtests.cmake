@@ -26,7 +26,8 @@ set(PM_UFT_RUN "${PROJECT_SOURCE_DIR}/fabtests/scripts/run_upstream_fabtests.sh"
 
 add_test(NAME upstream.build
          COMMAND ${PROJECT_SOURCE_DIR}/scripts/build_upstream_fabtests.sh ${PM_FABTESTS_TARBALL} ${PM_UFT_DIR})
-set_tests_properties(upstream.build PROPERTIES FIXTURES_SETUP upstream_fabtests TIMEOUT 1200 LABELS upstream)
+set_tests_properties(upstream.build PROPERTIES FIXTURES_SETUP upstream_fabtests TIMEOUT 1200 LABELS upstream
+  COST 10000)  # long: started first by ctest -j (CI wall time)
 
 # The -b runs (names swapped out of band) are in CI beside the node/service
 # runs; -DPM_UPSTREAM_OOB=OFF leaves them out (about 40 % of these tests' time).
@@ -65,7 +66,7 @@ function(pm_add_upstream_run name prov mode)
   add_test(NAME upstream.${name} COMMAND ${PM_UFT_RUN} ${args})
   set_tests_properties(upstream.${name} PROPERTIES
     ENVIRONMENT "FI_PROVIDER_PATH=${PM_PROVIDER_DIR}"
-    FIXTURES_REQUIRED upstream_fabtests TIMEOUT ${U_TIMEOUT} SKIP_RETURN_CODE 77 LABELS upstream)
+    FIXTURES_REQUIRED upstream_fabtests TIMEOUT ${U_TIMEOUT} SKIP_RETURN_CODE 77 LABELS upstream COST 5000)
   if(mode STREQUAL "local")
     set_tests_properties(upstream.${name} PROPERTIES RESOURCE_LOCK upstream_local)
   else()
