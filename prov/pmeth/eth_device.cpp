@@ -447,7 +447,9 @@ void EthDevice::release_acked(Peer& p, uint32_t from, uint32_t to) {
   for (uint32_t s = from; seq_lt(s, to); s++) {
     TxSlot& t = p.ring[s % cfg_.window];
     if (t.seq != s) continue;
-    if (open_.peer == p.id && open_.seq == s) continue;  // cannot be: never sent
+    // Not sent yet, so no genuine ACK covers it: one that does (broken or
+    // forged) must not take the buffer the open frame is still filled in.
+    if (open_.peer == p.id && open_.seq == s) continue;
     give_frame(std::move(t.frame));
     t.len = 0;
   }
