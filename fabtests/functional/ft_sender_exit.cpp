@@ -27,7 +27,7 @@ namespace {
 
 constexpr int kReceiver = 0, kSender = 1;
 constexpr double kBound = 15.0;  // seconds for any completion or exit to show up
-constexpr uint32_t kGone = 0x5E0001u, kPosted = 0x5E0002u;
+constexpr uint32_t kPosted = 0x5E0002u;
 constexpr uint64_t kTagBase = 0x5E00;
 
 // Inline (compact and full cells), one chunk, several chunks; the largest
