@@ -2023,3 +2023,38 @@ Test(eth, forged_bundles_are_dropped_whole) {
   }
   cr_assert_eq(acks, 1u);
 }
+
+// An ACK that covers the frame still open for bundling (it was never sent,
+// so only a broken or forged peer can send one) must not take its buffer:
+// the frame still goes out whole at the next flush.
+Test(eth, an_ack_for_the_open_frame_leaves_it_intact) {
+  DeviceConfig cfg = bundle_config();
+  cfg.delayed_ack_us = 0;
+  g_a = open_dev(10, cfg);
+  g_raw = open_wire(kRawEp, g_seg);
+  EthDevice& d = *g_a;
+  inject(d, raw_frame(raw_hdr(pm::eth::kData, 10, 0x12345678, 1, 1), data_body(1, 20)));
+  std::vector<RawRx> rx = raw_rx();
+  cr_assert_eq(rx.size(), 1u);
+  const uint32_t dev_epoch = rx[0].h.src_epoch;
+  // A genuine first DATA: the session is up (our HELLO_ACK implied).
+  inject(d, raw_frame(raw_hdr(pm::eth::kData, 10, dev_epoch, 1, 1), data_body(1, 20)));
+  cr_assert_eq(g_ra.got.size(), 1u);
+  PeerId to_raw = g_ra.got[0].peer;
+  raw_rx();
+  // A small packet: its frame (seq 1) stays open until the next flush.
+  cr_assert_eq(send_pkt(d, to_raw, 7, 40), 0);
+  // The raw side "acknowledges" seq 1 before it was sent.
+  FrameHdr ack = raw_hdr(pm::eth::kAck, 10, dev_epoch, 0, 2);
+  inject(d, raw_frame(ack, {}));  // the poll ends with a flush: the open frame leaves
+  bool seen = false;
+  for (const RawRx& x : raw_rx()) {
+    if (x.h.type != pm::eth::kData) continue;
+    cr_assert_eq(x.h.seq, 1u);
+    cr_assert_eq(x.h.len, pm::eth::kCoreHdr + 40);
+    std::vector<uint8_t> body(x.bytes.begin() + kBody, x.bytes.begin() + kBody + x.h.len);
+    cr_assert(body == data_body(7, 40), "the open frame's payload was altered");
+    seen = true;
+  }
+  cr_assert(seen, "the open frame was not sent");
+}
