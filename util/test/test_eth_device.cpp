@@ -924,7 +924,9 @@ Test(eth, idle_peer_is_probed_and_a_dead_one_is_found) {
     uint64_t want = rx0 + k + 1;
     cr_assert(pump([&] { return peer_stat(*g_a, 2, "rx_frames") == want; }, 1), "probe %d unanswered", k);
   }
-  cr_assert_eq(peer_stat(*g_a, 2, "tx_frames"), tx0 + 3);  // three probes
+  cr_assert_eq(peer_stat(*g_a, 2, "tx_frames"), tx0 + 3, "three probes, %llu frames:\n%s\n%s",
+               (unsigned long long)(peer_stat(*g_a, 2, "tx_frames") - tx0), g_a->stats().c_str(),
+               g_b->stats().c_str());
   cr_assert(g_a->peer_alive(to_b));  // just heard from: no probe
   cr_assert_eq(peer_stat(*g_a, 2, "tx_frames"), tx0 + 3);
 
