@@ -39,8 +39,25 @@ const ParamSpec kParams[] = {
      "reach peers with the same host id through shared memory (PM/Composite; an endpoint whose caps "
      "name FI_REMOTE_COMM without FI_LOCAL_COMM does not either)",
      "1"},
-    {"backend", T::kString, "wire backend: af_packet (mmap'ed TPACKET rings) or loopback (in-process, tests)",
+    {"backend", T::kString,
+     "loopback: the in-process wire of the unit tests; anything else: the wire FI_PMETH_WIRE names", "af_packet"},
+    {"wire", T::kString,
+     "wire backend: af_packet (mmap'ed TPACKET rings, CAP_NET_RAW), af_xdp (AF_XDP socket and an XDP program, "
+     "also CAP_NET_ADMIN and CAP_BPF; one AF_XDP endpoint per interface), verbs (raw-packet QP of an "
+     "rdma-core device), or auto: verbs where a raw-packet device is present, else af_xdp where it works, "
+     "else af_packet (each one passed over is named at FI_LOG_LEVEL=info)",
      "af_packet"},
+    {"xdp_mode", T::kString,
+     "af_xdp: how the XDP program is attached: native (in the driver), skb (generic, any interface) or "
+     "auto (native, else skb)",
+     "auto"},
+    {"xdp_queue", T::kInt, "af_xdp: the receive queue of the interface the socket binds to", "0"},
+    {"xdp_zerocopy", T::kBool, "af_xdp: require zero-copy (the driver's support); otherwise the kernel picks",
+     "0"},
+    {"busy_poll_us", T::kInt,
+     "af_xdp: SO_BUSY_POLL/SO_PREFER_BUSY_POLL on the socket, and an empty receive poll drives the "
+     "driver's NAPI (a recvfrom); 0: off",
+     "0"},
     {"ethertype", T::kInt, "EtherType of pmeth frames (0x88B5 = 34997, IEEE local experimental)", "34997"},
     {"window", T::kSize, "frames in flight per peer before the sender waits for acknowledgements", "128"},
     {"bundle", T::kBool,
@@ -90,6 +107,18 @@ const ParamSpec kParams[] = {
 constexpr uint32_t kProvVersion = FI_VERSION(1, 0);
 
 bool loopback_backend() { return g_params.get_string("backend") == "loopback"; }
+
+// FI_PMETH_WIRE, or loopback under FI_PMETH_BACKEND=loopback.
+bool wire_kind(WireKind* k, std::string* why) {
+  if (loopback_backend()) {
+    *k = WireKind::kLoop;
+    return true;
+  }
+  std::string s = g_params.get_string("wire");
+  if (parse_wire_kind(s, k) && *k != WireKind::kLoop) return true;
+  *why = "FI_PMETH_WIRE=" + s + " is not one of auto, af_packet, af_xdp, verbs";
+  return false;
+}
 
 uint64_t this_host() {
   std::string o = g_params.get_string("host_id");
@@ -331,14 +360,27 @@ class PmEth final : public ProviderDef {
   // templates depend on rescans at once. Its info-level notes (why an
   // interface was left out) are logged on every call.
   fi_info* templates(std::string* why) override {
-    if (!loopback_backend()) {
+    WireKind kind;
+    if (!wire_kind(&kind, why)) return nullptr;
+    if (kind != WireKind::kLoop) {
       std::string no = packet_socket_unavailable();
       if (!no.empty()) {
         *why = no;
         return nullptr;
       }
     }
+    if (kind == WireKind::kVerbs || kind == WireKind::kAuto) {
+      std::string none;
+      if (!verbs_raw_device_present(&none)) {
+        if (kind == WireKind::kVerbs) {
+          *why = "FI_PMETH_WIRE=verbs: " + none;
+          return nullptr;
+        }
+        PM_INFO(FI_LOG_CORE, "no verbs raw-packet wire: %s", none.c_str());
+      }
+    }
     std::string key = g_params.get_string("iface") + '\n' + g_params.get_string("backend") + '\n' +
+                      g_params.get_string("wire") + '\n' +
                       std::to_string(g_params.get_size("tx_size")) + '\n' +
                       std::to_string(g_params.get_size("rx_size"));
     uint64_t ttl = uint64_t(std::max(0LL, g_params.get_int("iface_cache_ms"))) * 1000000ull;
@@ -471,19 +513,29 @@ class PmEth final : public ProviderDef {
     }
     wc.rx_ring_bytes = g_params.get_size("rx_ring_kb") * 1024;
     wc.tx_ring_bytes = g_params.get_size("tx_ring_kb") * 1024;
+    WireKind kind;
+    std::string bad;
+    if (!wire_kind(&kind, &bad) || !parse_xdp_mode(g_params.get_string("xdp_mode"), &wc.xdp_mode)) {
+      PM_WARN(FI_LOG_EP_CTRL, "%s", bad.empty() ? "FI_PMETH_XDP_MODE is not one of auto, native, skb" : bad.c_str());
+      *err = -FI_EINVAL;
+      return nullptr;
+    }
+    wc.xdp_queue = uint32_t(std::max<int64_t>(g_params.get_int("xdp_queue"), 0));
+    wc.xdp_zerocopy = g_params.get_bool("xdp_zerocopy");
+    wc.busy_poll_us = unsigned(std::max<int64_t>(g_params.get_int("busy_poll_us"), 0));
     // One wire per rail: the domain name is an interface, or a trunk a+b+...
     std::vector<std::unique_ptr<Wire>> rails;
     for (size_t start = 0; start <= domain.size();) {
       size_t plus = domain.find('+', start);
       wc.iface = domain.substr(start, plus == std::string::npos ? std::string::npos : plus - start);
-      std::string why;
-      std::unique_ptr<Wire> wire =
-          loopback_backend() ? open_loop_wire(wc, err, &why) : open_packet_wire(wc, err, &why);
+      std::string why, notes;
+      std::unique_ptr<Wire> wire = open_wire(wc, kind, err, &why, &notes);
       if (!wire) {
-        PM_WARN(FI_LOG_EP_CTRL, "cannot open %s on %s: %s", g_params.get_string("backend").c_str(),
-                wc.iface.c_str(), why.c_str());
+        PM_WARN(FI_LOG_EP_CTRL, "cannot open %s on %s: %s", wire_kind_name(kind), wc.iface.c_str(), why.c_str());
         return nullptr;
       }
+      if (!notes.empty())
+        PM_INFO(FI_LOG_EP_CTRL, "%s: wire %s (%s)", wc.iface.c_str(), wire->kind(), notes.c_str());
       rails.push_back(std::move(wire));
       if (plus == std::string::npos) break;
       start = plus + 1;

@@ -45,17 +45,50 @@ class Wire {
   uint32_t rx_mask_ = 0;
 };
 
+// How an XDP program is attached: native (in the driver) or generic (SKB).
+enum class XdpMode { kAuto, kNative, kSkb };
+
 struct WireConfig {
   std::string iface;
   uint16_t ethertype;
   uint32_t ep_id;          // frames for other endpoint ids may be filtered out
   size_t rx_ring_bytes;
   size_t tx_ring_bytes;
+  // AF_XDP only.
+  XdpMode xdp_mode = XdpMode::kAuto;
+  uint32_t xdp_queue = 0;   // the receive queue the socket binds to
+  bool xdp_zerocopy = false;  // require zero-copy (else the kernel's choice)
+  unsigned busy_poll_us = 0;  // SO_BUSY_POLL on the socket (0: off)
 };
+
+// The backends a user can ask for (FI_PMETH_WIRE); auto tries the best
+// first (see open_wire).
+enum class WireKind { kAuto, kPacket, kXdp, kVerbs, kLoop };
+const char* wire_kind_name(WireKind k);
+bool parse_wire_kind(const std::string& s, WireKind* k);
+bool parse_xdp_mode(const std::string& s, XdpMode* m);
 
 // AF_PACKET with mmap'ed TPACKET_V2 rings (needs CAP_NET_RAW).
 std::unique_ptr<Wire> open_packet_wire(const WireConfig& cfg, int* err, std::string* why);
 // In-process wire with programmable faults (tests).
 std::unique_ptr<Wire> open_loop_wire(const WireConfig& cfg, int* err, std::string* why);
+// AF_XDP through libxdp/libbpf (needs CAP_NET_RAW, CAP_NET_ADMIN and
+// CAP_BPF); -FI_ENOSYS where the build had no libxdp.
+std::unique_ptr<Wire> open_xdp_wire(const WireConfig& cfg, int* err, std::string* why);
+// A verbs raw-packet QP (rdma-core); -FI_ENOSYS where the build had no
+// libibverbs, -FI_ENODEV where no device can do raw packets.
+std::unique_ptr<Wire> open_verbs_wire(const WireConfig& cfg, int* err, std::string* why);
+// Whether a device that may do raw-packet QPs (an rdma-core device with an
+// Ethernet port) exists; else false with the reason.
+bool verbs_raw_device_present(std::string* why);
+// Whether this build has the backend at all.
+bool xdp_wire_built();
+bool verbs_wire_built();
+
+// The wire of kind k (kAuto: verbs where a raw-packet device is present, then
+// AF_XDP where it works, else AF_PACKET). Each backend that auto passed
+// over is named with its reason in *notes (for an info-level log).
+std::unique_ptr<Wire> open_wire(const WireConfig& cfg, WireKind k, int* err, std::string* why,
+                                std::string* notes);
 
 } // namespace pm::eth
