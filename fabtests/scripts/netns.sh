@@ -9,6 +9,10 @@
 #                                    <prefix>va<i> <-> <prefix>vb<i>, i = 1..n-1
 #                                    (trunking rails; prefix then 1..12 long).
 #                                    Removes leftovers of the same prefix first.
+#                                    With PM_NETNS_SWITCH=1 (one rail only) the veths
+#                                    go to a third namespace <prefix>s instead, where
+#                                    their peers <prefix>sa, <prefix>sb are ports of a
+#                                    bridge <prefix>br (a switch between the hosts).
 #   netns.sh rails <prefix>          print the rails' interface names per side:
 #                                    "<a-side joined by +> <b-side joined by +>"
 #   netns.sh rate <prefix> <rate>    tbf qdisc of <rate> (tc syntax, e.g. 500mbit)
@@ -16,7 +20,10 @@
 #   netns.sh link <prefix> <i> up|down   rail i's link (a side; the b side loses carrier)
 #   netns.sh loss <prefix> <pct>     drop <pct>% of the frames with EtherType 0x88b5
 #                                    (pmeth) arriving on each veth (nftables netdev
-#                                    ingress, counted); 0 removes the rule
+#                                    ingress, counted); 0 removes the rule. With the
+#                                    switch, on the switch's ports instead: an XDP
+#                                    program on a host's veth (pmeth's AF_XDP wire)
+#                                    takes its frames before the ingress hook would.
 #   netns.sh counters <prefix>       print what the loss rules saw and dropped
 #   netns.sh addr <prefix>           give <prefix>va 192.0.2.1/24 and <prefix>vb
 #                                    192.0.2.2/24 (TEST-NET-1), for IP providers
@@ -31,7 +38,7 @@ readonly ETHERTYPE=0x88b5
 readonly TABLE=pmfabric_loss
 readonly SETTLE_S=5   # bound on waiting for the veth link to come up
 
-usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "netns.sh: $*" >&2; exit 1; }
 
 check_prefix() {
@@ -42,7 +49,7 @@ ns_exists() { [[ -e /var/run/netns/$1 ]]; }
 
 cmd_down() {
     local p=$1 rc=0 side ns pid
-    for side in a b; do
+    for side in a b s; do
         ns=$p$side
         ns_exists "$ns" || continue
         # The rails' veths go with the namespace.
@@ -53,10 +60,10 @@ cmd_down() {
             kill -KILL "$pid" 2>/dev/null
         done
         # Deleting one end of the veth deletes both.
-        ip -n "$ns" link del "${p}v$side" 2>/dev/null
+        [[ $side == s ]] || ip -n "$ns" link del "${p}v$side" 2>/dev/null
         ip netns del "$ns" || rc=1
     done
-    ! ns_exists "${p}a" && ! ns_exists "${p}b" || rc=1
+    ! ns_exists "${p}a" && ! ns_exists "${p}b" && ! ns_exists "${p}s" || rc=1
     return $rc
 }
 
@@ -84,6 +91,8 @@ cmd_up() {
     [[ $mtu =~ ^[0-9]+$ ]] && ((mtu >= 68 && mtu <= 65535)) || die "bad PM_NETNS_MTU '$mtu'"
     rails=$(nrails) || exit 1
     ((rails == 1 || ${#p} <= 12)) || die "prefix '$p' too long for rails (12 at most)"
+    local sw=${PM_NETNS_SWITCH:-0}
+    ((sw == 0 || rails == 1)) || die "PM_NETNS_SWITCH=1 takes one rail only"
     cmd_down "$p" || die "cannot remove leftovers of prefix $p"
     if ! err=$(ip netns add "${p}a" 2>&1); then
         if [[ $err == *"ermission denied"* || $err == *"ot permitted"* ]] || ((EUID != 0)); then
@@ -95,12 +104,26 @@ cmd_up() {
     fi
     trap 'cmd_down "$p"' EXIT  # half-built: remove it again
     ip netns add "${p}b" || die "ip netns add ${p}b failed"
+    if ((sw)); then
+        ip netns add "${p}s" || die "ip netns add ${p}s failed"
+        ip -n "${p}s" link add "${p}br" type bridge || die "cannot create bridge ${p}br"
+        for side in a b; do
+            ip link add "${p}v$side" mtu "$mtu" netns "$p$side" type veth \
+                peer name "${p}s$side" mtu "$mtu" netns "${p}s" || die "cannot create veth ${p}v$side/${p}s$side"
+            ip netns exec "${p}s" sysctl -qw "net.ipv6.conf.${p}s$side.disable_ipv6=1"
+            ip -n "${p}s" link set "${p}s$side" master "${p}br" up || die "cannot make ${p}s$side a port of ${p}br"
+        done
+        ip netns exec "${p}s" sysctl -qw "net.ipv6.conf.${p}br.disable_ipv6=1"
+        ip -n "${p}s" link set "${p}br" mtu "$mtu" up || die "${p}br up failed"
+        rails=0  # the hosts' veths exist already
+    fi
     # Both ends are born inside their namespaces: nothing appears in ours.
     for ((i = 0; i < rails; i++)); do
         ip link add "$(rail_dev "$p" a $i)" mtu "$mtu" netns "${p}a" type veth \
             peer name "$(rail_dev "$p" b $i)" mtu "$mtu" netns "${p}b" \
             || die "cannot create veth $(rail_dev "$p" a $i)/$(rail_dev "$p" b $i)"
     done
+    ((sw)) && rails=1
     for side in a b; do
         ip -n "$p$side" link set lo up || die "lo up in $p$side failed"
         for ((i = 0; i < rails; i++)); do
@@ -153,21 +176,28 @@ cmd_link() {
     ip -n "${p}a" link set "$dev" "$state" || die "cannot set $dev $state"
 }
 
+# Where the loss rule of a side goes: "<namespace> <device>" (the host's
+# veth, or with the switch the switch port that the side's frames enter).
+loss_at() {
+    if ns_exists "${1}s"; then echo "${1}s ${1}s$2"; else echo "$1$2 ${1}v$2"; fi
+}
+
 cmd_loss() {
-    local p=$1 pct=$2 side
+    local p=$1 pct=$2 side ns dev
     [[ $pct =~ ^[0-9]+$ ]] && ((pct <= 100)) || die "bad loss percentage '$pct' (0..100)"
     command -v nft >/dev/null || die "nft not found: install nftables (scripts/install-deps.sh)"
     for side in a b; do
         ns_exists "$p$side" || die "no namespace $p$side (run 'up' first)"
-        ip netns exec "$p$side" nft delete table netdev $TABLE 2>/dev/null
+        read -r ns dev < <(loss_at "$p" $side)
+        ip netns exec "$ns" nft delete table netdev "$TABLE$side" 2>/dev/null
         ((pct == 0)) && continue
         # 'numgen random mod 100' is uniform on 0..99: '< pct' drops pct %.
-        ip netns exec "$p$side" nft -f - <<EOF || die "cannot install the loss rule in $p$side"
-table netdev $TABLE {
+        ip netns exec "$ns" nft -f - <<EOF || die "cannot install the loss rule in $ns"
+table netdev $TABLE$side {
     counter seen {}
     counter dropped {}
     chain ingress {
-        type filter hook ingress device "${p}v$side" priority 0; policy accept;
+        type filter hook ingress device "$dev" priority 0; policy accept;
         meta protocol $ETHERTYPE counter name "seen"
         meta protocol $ETHERTYPE numgen random mod 100 < $pct counter name "dropped" drop
     }
@@ -189,12 +219,13 @@ cmd_addr() {
 # Prints "<ns> <dev> seen=<frames> dropped=<frames>" per side (nothing
 # where no loss rule is installed).
 cmd_counters() {
-    local p=$1 side out seen dropped
+    local p=$1 side out seen dropped ns dev
     for side in a b; do
-        out=$(ip netns exec "$p$side" nft list counters table netdev $TABLE 2>/dev/null) || continue
+        read -r ns dev < <(loss_at "$p" $side)
+        out=$(ip netns exec "$ns" nft list counters table netdev "$TABLE$side" 2>/dev/null) || continue
         seen=$(awk '/counter seen/{f=1} f&&/packets/{print $2; exit}' <<<"$out")
         dropped=$(awk '/counter dropped/{f=1} f&&/packets/{print $2; exit}' <<<"$out")
-        echo "$p$side ${p}v$side seen=${seen:-?} dropped=${dropped:-?}"
+        echo "$ns $dev seen=${seen:-?} dropped=${dropped:-?}"
     done
 }
 

@@ -15,6 +15,8 @@
 # host (fi_getinfo's node).
 # With PM_NETNS_RAILS=n the ranks get n rails each (FT_IFACE entries a+b+..,
 # pmeth's trunk domain), with PM_NETNS_RATE=<tc rate> every rail a tbf qdisc.
+# With PM_NETNS_SWITCH=1 the veths meet at a bridge in a third namespace
+# (netns.sh), where the loss rule then sits.
 # The command is bounded by PM_NETNS_TIMEOUT seconds (default 80), so that
 # the clean-up runs before a ctest TIMEOUT could kill this script.
 # Exit: the command's status; 77 (skip) if namespaces cannot be created here.
@@ -61,7 +63,8 @@ fi
 "$netns" addr "$prefix" || exit 1
 read -r rails_a rails_b < <("$netns" rails "$prefix") || exit 1
 export FT_NETNS="${prefix}a,${prefix}b" FT_IFACE="$rails_a,$rails_b" FT_ADDRS="192.0.2.1,192.0.2.2"
-echo "run_in_netns.sh: FT_NETNS=$FT_NETNS FT_IFACE=$FT_IFACE mtu=$mtu loss=$loss% rate=${PM_NETNS_RATE:-none}"
+echo "run_in_netns.sh: FT_NETNS=$FT_NETNS FT_IFACE=$FT_IFACE mtu=$mtu loss=$loss% rate=${PM_NETNS_RATE:-none}" \
+     "switch=${PM_NETNS_SWITCH:-0}"
 # In the background so that a signal to this script is handled at once.
 timeout -k 5 "$limit" "$@" &
 child=$!
@@ -82,6 +85,13 @@ if ((loss > 0)); then
     # P(no drop among 2000/loss frames) = (1 - loss/100)^(2000/loss) < e^-20.
     if ((rc == 0 && seen >= 2000 / loss && dropped == 0)); then
         echo "run_in_netns.sh: FAIL: $seen frames seen, none dropped: the loss rule is not effective" >&2
+        rc=1
+    fi
+    # Every test between the namespaces sends frames: a rule that saw none
+    # was bypassed (an XDP program on the veth takes frames before the
+    # ingress hook: PM_NETNS_SWITCH=1 puts the rule on a switch instead).
+    if ((rc == 0 && seen == 0)); then
+        echo "run_in_netns.sh: FAIL: the loss rule saw no frame: it was bypassed" >&2
         rc=1
     fi
 fi
