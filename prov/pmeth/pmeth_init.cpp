@@ -96,7 +96,7 @@ const ParamSpec kParams[] = {
     {"host_id", T::kString, "override of the host id (hex) that names this machine in addresses (tests)", ""},
     {"iface_cache_ms", T::kInt,
      "how long fi_getinfo reuses its scan of the interfaces, in ms (0: scan on every call); a change of "
-     "FI_PMETH_IFACE, _BACKEND, _TX_SIZE or _RX_SIZE rescans at once",
+     "FI_PMETH_IFACE, _BACKEND, _WIRE, _TX_SIZE or _RX_SIZE rescans at once",
      "1000"},
     {"resolve_ms", T::kInt,
      "fi_getinfo with a node: how long to wait for the kernel to resolve the peer's IPv4 address to its MAC "
