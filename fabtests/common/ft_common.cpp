@@ -34,6 +34,7 @@ void usage(const char* argv0) {
                  "  -T secs    supervisor deadline for the whole run (default 50)\n"
                  "  env FT_THREADING=safe requests FI_THREAD_SAFE\n"
                  "  env FT_NETNS=ns0,ns1,.. runs rank i in network namespace ns_i\n"
+                 "  env FT_USER=<name> runs every rank as that user, without capabilities\n"
                  "  env FT_IFACE=if0,if1,.. sets FI_<PROV>_IFACE=if_i in rank i\n"
                  "  env FT_HOSTID=h0,h1,.. sets FI_<PROV>_HOST_ID=h_i in rank i (one machine\n"
                  "      standing in for several hosts)\n"
@@ -142,6 +143,7 @@ void parse_options(int argc, char** argv) {
     g_opt.netns = env_list("FT_NETNS");
     g_opt.ifaces = env_list("FT_IFACE");
     g_opt.hostids = env_list("FT_HOSTID");
+    if (const char* u = std::getenv("FT_USER")) g_opt.user = u;
 }
 
 void set_identity(const std::string& prog, const std::string& test_case, int rank) {

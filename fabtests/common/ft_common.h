@@ -27,6 +27,7 @@ struct Options {
     std::vector<std::string> netns;   // env FT_NETNS=ns0,ns1,..: network namespace per rank
     std::vector<std::string> ifaces;  // env FT_IFACE=if0,if1,..: FI_<PROV>_IFACE per rank
     std::vector<std::string> hostids; // env FT_HOSTID=h0,h1,..: FI_<PROV>_HOST_ID per rank
+    std::string user;                 // env FT_USER=<name>: ranks drop to this user (no capabilities)
 };
 extern Options g_opt;
 

@@ -7,6 +7,8 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <grp.h>
+#include <pwd.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -140,6 +142,19 @@ void enter_netns(const std::string& ns) {
              "rank %d: mounting sysfs for namespace %s: %s", g_rank, ns.c_str(),
              std::strerror(errno));
 }
+// Become user (its uid and primary group, no supplementary groups): a
+// process whose uids all become non-zero loses every capability.
+void drop_to_user(const std::string& user) {
+    passwd* pw = getpwnam(user.c_str());
+    FT_CHECK(pw != nullptr, "rank %d: no user %s", g_rank, user.c_str());
+    FT_CHECK(setgroups(0, nullptr) == 0 && setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid) == 0 &&
+                 setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) == 0,
+             "rank %d: cannot become %s: %s", g_rank, user.c_str(), std::strerror(errno));
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // a change of credentials cleared it
+    FT_CHECK(socket(AF_PACKET, SOCK_RAW, 0) < 0 && errno == EPERM,
+             "rank %d: still has CAP_NET_RAW as %s", g_rank, user.c_str());
+    log("rank %d runs as %s (uid %u), without capabilities", g_rank, user.c_str(), pw->pw_uid);
+}
 }  // namespace
 
 void place_rank() {
@@ -149,6 +164,7 @@ void place_rank() {
     }
     if (const std::string* iface = entry_for_rank(g_opt.ifaces)) set_prov_var("IFACE", *iface);
     if (const std::string* host = entry_for_rank(g_opt.hostids)) set_prov_var("HOST_ID", *host);
+    if (!g_opt.user.empty()) drop_to_user(g_opt.user);
 }
 
 bool run_case(const Case& c) {

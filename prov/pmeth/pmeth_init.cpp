@@ -23,6 +23,7 @@
 #include "eth_addr.hpp"
 #include "eth_device.hpp"
 #include "eth_iface.hpp"
+#include "broker/broker_client.hpp"
 #include "wire/wire.hpp"
 
 namespace pm::eth {
@@ -98,6 +99,10 @@ const ParamSpec kParams[] = {
      "how long fi_getinfo reuses its scan of the interfaces, in ms (0: scan on every call); a change of "
      "FI_PMETH_IFACE, _BACKEND, _WIRE, _TX_SIZE or _RX_SIZE rescans at once",
      "1000"},
+    {"broker", T::kString,
+     "without CAP_NET_RAW: the pmethd broker to ask for raw sockets (a Unix socket path, or @name for an "
+     "abstract one; empty: none). It gives AF_PACKET sockets only (pmethd(8))",
+     "/run/pmethd.sock"},
     {"resolve_ms", T::kInt,
      "fi_getinfo with a node: how long to wait for the kernel to resolve the peer's IPv4 address to its MAC "
      "(ARP) when the neighbour table has no entry",
@@ -362,11 +367,28 @@ class PmEth final : public ProviderDef {
   fi_info* templates(std::string* why) override {
     WireKind kind;
     if (!wire_kind(&kind, why)) return nullptr;
+    std::string allowed;  // interfaces the broker lets this user have (empty: no broker in use)
     if (kind != WireKind::kLoop) {
       std::string no = packet_socket_unavailable();
       if (!no.empty()) {
-        *why = no;
-        return nullptr;
+        std::string path = g_params.get_string("broker"), bno;
+        std::vector<std::string> ok;
+        if (path.empty()) {
+          *why = no + " (and FI_PMETH_BROKER is empty: no pmethd broker to ask)";
+          return nullptr;
+        }
+        if (broker_list(path, &ok, &bno) != 0) {
+          *why = no + "; " + bno;
+          return nullptr;
+        }
+        if (kind == WireKind::kXdp || kind == WireKind::kVerbs) {
+          *why = no + ", and the pmethd broker gives AF_PACKET sockets only (FI_PMETH_WIRE=" +
+                 g_params.get_string("wire") + ")";
+          return nullptr;
+        }
+        allowed = join(ok, ',');
+        PM_INFO(FI_LOG_CORE, "%s: the pmethd broker at %s gives this user raw sockets on %s", no.c_str(),
+                path.c_str(), allowed.c_str());
       }
     }
     if (kind == WireKind::kVerbs || kind == WireKind::kAuto) {
@@ -380,7 +402,7 @@ class PmEth final : public ProviderDef {
       }
     }
     std::string key = g_params.get_string("iface") + '\n' + g_params.get_string("backend") + '\n' +
-                      g_params.get_string("wire") + '\n' +
+                      g_params.get_string("wire") + '\n' + allowed + '\n' +
                       std::to_string(g_params.get_size("tx_size")) + '\n' +
                       std::to_string(g_params.get_size("rx_size"));
     uint64_t ttl = uint64_t(std::max(0LL, g_params.get_int("iface_cache_ms"))) * 1000000ull;
@@ -390,7 +412,7 @@ class PmEth final : public ProviderDef {
       fi_freeinfo(cache_);
       cache_notes_.clear();
       cache_why_.clear();
-      cache_ = build_templates(&cache_why_, &cache_notes_);
+      cache_ = build_templates(allowed, &cache_why_, &cache_notes_);
       cache_key_ = key;
       cache_time_ = now;
       cache_built_ = true;
@@ -416,15 +438,23 @@ class PmEth final : public ProviderDef {
     return head;
   }
 
-  fi_info* build_templates(std::string* why, std::vector<std::string>* notes) {
+  // allowed: the interfaces the broker gives this user (empty: any).
+  fi_info* build_templates(const std::string& allowed, std::string* why, std::vector<std::string>* notes) {
     // Entries a+b+.. name trunks; other entries single interfaces, of which
     // two or more also make one trunk of the first kMaxRails.
     std::vector<std::string> singles, trunk_lists;
     for (const std::string& e : split(g_params.get_string("iface"), ','))
       (e.find('+') != std::string::npos ? trunk_lists : singles).push_back(e);
     bool named = !singles.empty() || !trunk_lists.empty();
+    std::vector<std::string> permitted = split(allowed, ',');
+    auto refused = [&](const std::string& name) {
+      if (allowed.empty() || std::find(permitted.begin(), permitted.end(), name) != permitted.end()) return false;
+      notes->push_back(name + ": the pmethd broker does not give this user sockets on it");
+      return true;
+    };
     std::vector<Iface> ifaces;
     if (!named || !singles.empty()) ifaces = describe_ifaces(join(singles, ','), notes);
+    std::erase_if(ifaces, [&](const Iface& i) { return refused(i.name); });
     // Nearest NICs first (a stable order otherwise).
     std::vector<NicDesc> nics;
     for (const Iface& i : ifaces) nics.push_back(i.nic);
@@ -440,6 +470,7 @@ class PmEth final : public ProviderDef {
       ifaces.push_back(make_trunk({ifaces.begin(), ifaces.begin() + long(std::min(ifaces.size(), kMaxRails))}));
     for (const std::string& t : trunk_lists) {
       std::vector<std::string> names = split(t, '+');
+      if (std::any_of(names.begin(), names.end(), refused)) continue;
       std::vector<Iface> rails = describe_ifaces(join(names, ','), notes);
       if (rails.size() != names.size() || rails.size() > kMaxRails) {
         notes->push_back("trunk " + t + ": needs 2 to " + std::to_string(kMaxRails) + " usable interfaces");
@@ -513,6 +544,7 @@ class PmEth final : public ProviderDef {
     }
     wc.rx_ring_bytes = g_params.get_size("rx_ring_kb") * 1024;
     wc.tx_ring_bytes = g_params.get_size("tx_ring_kb") * 1024;
+    wc.broker = g_params.get_string("broker");
     WireKind kind;
     std::string bad;
     if (!wire_kind(&kind, &bad) || !parse_xdp_mode(g_params.get_string("xdp_mode"), &wc.xdp_mode)) {

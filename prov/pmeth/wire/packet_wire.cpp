@@ -20,6 +20,7 @@
 #include <rdma/fi_errno.h>
 
 #include "base/unique_fd.hpp"
+#include "broker/broker_client.hpp"
 #include "wire/wire.hpp"
 
 namespace pm::eth {
@@ -39,7 +40,18 @@ class PacketWire final : public Wire {
 
   int open(const WireConfig& cfg, std::string* why) {
     fd_.reset(socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(cfg.ethertype)));
-    if (!fd_) {
+    if (!fd_ && errno == EPERM && !cfg.broker.empty()) {
+      // No CAP_NET_RAW: pmethd's socket, already bound, its receive filter
+      // locked (the SO_ATTACH_FILTER below is refused and not needed).
+      BrokeredSocket b;
+      std::string no;
+      if (int rc = broker_open(cfg.broker, cfg.iface, cfg.ethertype, cfg.ep_id, &b, &no)) {
+        *why = "no CAP_NET_RAW (raw packet sockets need it), and " + no;
+        return rc;
+      }
+      fd_ = std::move(b.packet);
+      broker_conn_ = std::move(b.conn);
+    } else if (!fd_) {
       *why = errno == EPERM ? "no CAP_NET_RAW (raw packet sockets need it)" : strerror(errno);
       return errno == EPERM ? -FI_EPERM : -FI_EIO;
     }
@@ -90,6 +102,7 @@ class PacketWire final : public Wire {
     }
     tx_base_ = ring_ + size_t(rx_.tp_block_size) * rx_.tp_block_nr;
     track_rx_head();
+    if (broker_conn_) return 0;  // bound by the broker
     sockaddr_ll sll{};
     sll.sll_family = AF_PACKET;
     sll.sll_protocol = htons(cfg.ethertype);
@@ -156,7 +169,7 @@ class PacketWire final : public Wire {
   size_t mtu() const noexcept override { return mtu_; }
   size_t rx_capacity() const noexcept override { return rx_.tp_frame_nr; }
   const uint8_t* mac() const noexcept override { return mac_; }
-  const char* kind() const noexcept override { return "af_packet"; }
+  const char* kind() const noexcept override { return broker_conn_ ? "af_packet/broker" : "af_packet"; }
   // Administratively up and with carrier. The carrier comes from ethtool
   // (immediate); IFF_RUNNING follows the operational state, which the
   // kernel may update up to a second later.
@@ -189,6 +202,7 @@ class PacketWire final : public Wire {
   }
 
   UniqueFd fd_;
+  UniqueFd broker_conn_;  // open while the broker's socket is in use
   std::string iface_;
   size_t mtu_ = 1500;
   uint8_t mac_[6] = {0};

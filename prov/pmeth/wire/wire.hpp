@@ -54,6 +54,8 @@ struct WireConfig {
   uint32_t ep_id;          // frames for other endpoint ids may be filtered out
   size_t rx_ring_bytes;
   size_t tx_ring_bytes;
+  // AF_PACKET without CAP_NET_RAW: the pmethd broker to ask (empty: none).
+  std::string broker;
   // AF_XDP only.
   XdpMode xdp_mode = XdpMode::kAuto;
   uint32_t xdp_queue = 0;   // the receive queue the socket binds to
