@@ -25,6 +25,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -221,6 +222,12 @@ std::string hex32(uint32_t v) {
   return b;
 }
 
+std::string hex16(uint16_t v) {
+  char b[8];
+  snprintf(b, sizeof b, "0x%04x", v);
+  return b;
+}
+
 std::string mac_str(const uint8_t* m) {
   char b[20];
   snprintf(b, sizeof b, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
@@ -385,6 +392,10 @@ class Broker {
 
   int run() {
     std::string why;
+    if (!lock_namespace(&why)) {
+      logf("%s", why.c_str());
+      return 1;
+    }
     if (!fw_.init(&why)) {
       logf("cannot install the transmit rules (nftables, netdev egress hook): %s", why.c_str());
       return 1;
@@ -425,11 +436,31 @@ class Broker {
       if (c.granted) fw_.withdraw(c.grant.rule);
     fw_.shutdown();
     if (cfg_.socket_path[0] != '@') unlink(cfg_.socket_path.c_str());
+    unlink(lock_path_.c_str());
     logf("stopped");
     return 0;
   }
 
  private:
+  // One broker per network namespace (they would share the nftables table):
+  // a lock named after the namespace's inode.
+  bool lock_namespace(std::string* why) {
+    struct stat ns{};
+    if (stat("/proc/self/ns/net", &ns) != 0) {
+      *why = std::string("/proc/self/ns/net: ") + strerror(errno);
+      return false;
+    }
+    std::string path = "/run/pmethd.net" + std::to_string((unsigned long)ns.st_ino) + ".lock";
+    lock_.reset(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    if (!lock_ || flock(lock_.get(), LOCK_EX | LOCK_NB) != 0) {
+      *why = errno == EWOULDBLOCK ? "another pmethd serves this network namespace (" + path + ")"
+                                  : "cannot lock " + path + ": " + strerror(errno);
+      return false;
+    }
+    lock_path_ = path;
+    return true;
+  }
+
   bool listen_on(std::string* why) {
     sockaddr_un a{};
     a.sun_family = AF_UNIX;
@@ -543,8 +574,8 @@ class Broker {
       return refuse(c, r, -FI_EINVAL, "interface name not terminated");
     std::string iface = rq.iface;
     if (rq.ethertype != cfg_.ethertype || rq.reserved != 0)
-      return refuse(c, r, -FI_EINVAL, "EtherType " + hex32(rq.ethertype) + " is not pmeth's (" +
-                                          hex32(cfg_.ethertype) + ") on this broker");
+      return refuse(c, r, -FI_EINVAL, "EtherType " + hex16(rq.ethertype) + " is not pmeth's (" +
+                                          hex16(cfg_.ethertype) + ") on this broker");
     if (rq.ep_id == 0) return refuse(c, r, -FI_EINVAL, "endpoint id 0");
     if (!may_use(c, iface))
       return refuse(c, r, -FI_EACCES, "uid " + std::to_string(c.cred.uid) + " may not use " + iface +
@@ -625,7 +656,8 @@ class Broker {
 
   const Config& cfg_;
   Firewall fw_;
-  UniqueFd listen_;
+  UniqueFd listen_, lock_;
+  std::string lock_path_;
   std::vector<Client> clients_;
   std::vector<Grant> retired_;
 };
