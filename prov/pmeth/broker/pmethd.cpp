@@ -263,6 +263,13 @@ class Firewall {
     std::ostringstream s;
     std::map<unsigned, std::string> now;
     for (struct if_nameindex* p = ni; p->if_index; p++) {
+      if (strpbrk(p->if_name, "\"\\ \t;{}#")) {
+        // Not quotable in an nftables script: refuse to run rather than
+        // leave an interface without the egress chain.
+        *why = std::string("interface name '") + p->if_name + "' cannot be put in an nftables rule";
+        if_freenameindex(ni);
+        return false;
+      }
       now[p->if_index] = p->if_name;
       auto it = hooked_.find(p->if_index);
       if (it != hooked_.end() && it->second == p->if_name) continue;
@@ -573,6 +580,11 @@ class Broker {
     if (memchr(rq.iface, 0, sizeof rq.iface) == nullptr || rq.iface[0] == 0)
       return refuse(c, r, -FI_EINVAL, "interface name not terminated");
     std::string iface = rq.iface;
+    // The name goes into an nftables rule: only the characters interface
+    // names normally have.
+    if (iface.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-@") !=
+        std::string::npos)
+      return refuse(c, r, -FI_EINVAL, "interface name with unusual characters: not served");
     if (rq.ethertype != cfg_.ethertype || rq.reserved != 0)
       return refuse(c, r, -FI_EINVAL, "EtherType " + hex16(rq.ethertype) + " is not pmeth's (" +
                                           hex16(cfg_.ethertype) + ") on this broker");
