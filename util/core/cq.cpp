@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 
@@ -205,13 +206,19 @@ ssize_t Cq::sread(void* buf, size_t count, fi_addr_t* src, const void* cond, int
     dom_.arm_devices(true);
     n = read_locked(buf, count, src);
     if (n == -FI_EAGAIN && !signaled_) {
-      uint64_t left_ms = (limit - el) / 1000000ull + 1;
-      // Slices bound the sleep so timers (dead peers) keep running.
-      int slice = int(std::min<uint64_t>(left_ms, 50));
+      // Until the caller's limit, at most 50 ms, and no later than the
+      // devices' next timer (an acknowledgement, retransmission or window
+      // probe due: the peers may be waiting on it), as Cntr::wait does.
+      uint64_t now = start + el;
+      uint64_t ns = std::min<uint64_t>(limit - el, 50000000ull);
+      uint64_t timer = dom_.next_timer_ns();
+      if (timer != UINT64_MAX) ns = std::min(ns, timer > now ? std::max<uint64_t>(timer - now, 20000) : 20000);
       sleepers_++;
       g.unlock();
       epoll_event evs[8];
-      epoll_wait(epfd_.get(), evs, 8, slice);
+      timespec ts{time_t(ns / 1000000000ull), long(ns % 1000000000ull)};
+      if (epoll_pwait2(epfd_.get(), evs, 8, &ts, nullptr) < 0 && errno == ENOSYS)
+        epoll_wait(epfd_.get(), evs, 8, int((ns + 999999) / 1000000));
       g.lock();
       sleepers_--;
     }
