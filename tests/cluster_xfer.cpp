@@ -2,7 +2,7 @@
 // them, one or more per network namespace, joined by one bridge).
 //
 //   cluster_xfer -p <prov> -r <rank> -n <N> -d <dir> [-t alltoall,incast,ring]
-//                [-s bytes] [-i iterations] [-T seconds]
+//                [-s bytes] [-i iterations] [-T seconds] [-H hold seconds]
 //
 // Ranks meet through files in <dir> (each writes its fi_getname address
 // there and waits, bounded, for all N), insert every peer in a table AV
@@ -45,6 +45,7 @@ namespace {
 
 std::string g_prov = "pmeth", g_dir, g_patterns = "alltoall,incast,ring";
 int g_rank = -1, g_n = 0, g_iters = 4;
+double g_hold = 0;  // -H: seconds to keep the endpoint open at the end
 bool g_quiet = false;  // the warm-up: no result line
 size_t g_size = 65536;
 double g_deadline = 0;
@@ -286,7 +287,7 @@ void run(const std::string& name) {
 
 int main(int argc, char** argv) {
   double timeout = 120;
-  for (int c; (c = getopt(argc, argv, "p:r:n:d:t:s:i:T:")) != -1;) {
+  for (int c; (c = getopt(argc, argv, "p:r:n:d:t:s:i:T:H:")) != -1;) {
     switch (c) {
       case 'p': g_prov = optarg; break;
       case 'r': g_rank = atoi(optarg); break;
@@ -296,6 +297,7 @@ int main(int argc, char** argv) {
       case 's': g_size = strtoul(optarg, nullptr, 0); break;
       case 'i': g_iters = atoi(optarg); break;
       case 'T': timeout = atof(optarg); break;
+      case 'H': g_hold = atof(optarg); break;
       default: return 2;
     }
   }
@@ -323,6 +325,16 @@ int main(int argc, char** argv) {
   for (std::string p; std::getline(ps, p, ',');)
     if (!p.empty()) run(p);
   barrier("done");
+  if (g_hold > 0) {
+    // Keep the endpoint open (and progressing) for a reader of its live
+    // statistics: "held.<rank>" in <dir> says it is time to look.
+    put_file("held." + std::to_string(g_rank), "", 0);
+    double until = now() + g_hold;
+    while (now() < until) {
+      fi_cq_tagged_entry e;
+      fi_cq_sread(g_cq, &e, 1, nullptr, 50);
+    }
+  }
   fi_close(&g_ep->fid);
   fi_close(&g_av->fid);
   fi_close(&g_cq->fid);

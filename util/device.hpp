@@ -120,7 +120,8 @@ class Device {
   virtual void drain_wait() noexcept = 0;
 
   // Statistics for the close-time report.
-  virtual std::string stats() const { return ""; }
+  // The statistics line; per-peer lines for at most max_peers peers.
+  virtual std::string stats(size_t max_peers = SIZE_MAX) const { return ""; }
 };
 
 } // namespace pm

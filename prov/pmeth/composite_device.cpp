@@ -116,11 +116,11 @@ int CompositeDevice::poll(PacketSink& sink, int budget) noexcept {
   return n + eth_->poll_busy(s, std::max(budget - n, 1));
 }
 
-std::string CompositeDevice::stats() const {
+std::string CompositeDevice::stats(size_t max_peers) const {
   size_t count[2] = {0, 0};
   for (const Peer& p : peers_) count[p.kind]++;
   return "composite: " + std::to_string(count[kShm]) + " peers through shared memory, " +
-         std::to_string(count[kEth]) + " through Ethernet\n shm: " + shm_->stats() + "\n eth: " + eth_->stats();
+         std::to_string(count[kEth]) + " through Ethernet\n shm: " + shm_->stats(max_peers) + "\n eth: " + eth_->stats(max_peers);
 }
 
 }  // namespace pm::eth

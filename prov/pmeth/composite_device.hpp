@@ -93,7 +93,7 @@ class CompositeDevice final : public Device {
     shm_->drain_wait();
     eth_->drain_wait();
   }
-  std::string stats() const override;
+  std::string stats(size_t max_peers = SIZE_MAX) const override;
 
  private:
   // Renames the sub-device's peer ids on the way up.

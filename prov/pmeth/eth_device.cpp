@@ -1170,7 +1170,7 @@ bool EthDevice::close_drained() noexcept {
   return acked && now - last_rx_ns_ >= std::min<uint64_t>(linger, 20000000);
 }
 
-std::string EthDevice::stats() const {
+std::string EthDevice::stats(size_t max_peers) const {
   std::string s = format_name(self_) + " wire=" + rails_[0].wire->kind();
   char buf[512];
   for (unsigned r = 0; r < rails_.size(); r++) {
@@ -1196,6 +1196,7 @@ std::string EthDevice::stats() const {
            (unsigned long long)st_.timer_visits, peers_.size(), timed_.size(), frame_pool_.size());
   s += buf;
   for (const Peer& p : peers_) {
+    if (max_peers-- == 0) break;
     snprintf(buf, sizeof buf,
              "\n  peer %s: tx_frames=%llu tx_bytes=%llu rx_frames=%llu rx_bytes=%llu retrans=%llu dups=%llu "
              "out_of_order=%llu window_stalls=%llu srtt_us=%llu rto_us=%llu",

@@ -118,7 +118,7 @@ class EthDevice final : public Device {
   int wait_fd() const noexcept override { return rails_.size() == 1 ? rails_[0].wire->fd() : epfd_.get(); }
   void arm_wait(bool) noexcept override {}
   void drain_wait() noexcept override {}
-  std::string stats() const override;
+  std::string stats(size_t max_peers = SIZE_MAX) const override;
 
   static std::string format_name(const EthName& n);
 

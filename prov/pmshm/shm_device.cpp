@@ -299,7 +299,7 @@ void ShmDevice::drain_wait() noexcept {
   }
 }
 
-std::string ShmDevice::stats() const {
+std::string ShmDevice::stats(size_t) const {
   char buf[512];
   snprintf(buf, sizeof buf,
            "%s tx_pkts=%llu inline=%llu chunk=%llu rx_pkts=%llu cma_reads=%llu cma_bytes=%llu "

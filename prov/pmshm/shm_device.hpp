@@ -57,7 +57,7 @@ class ShmDevice final : public Device {
   int wait_fd() const noexcept override { return own_.wake_fd(); }
   void arm_wait(bool armed) noexcept override;
   void drain_wait() noexcept override;
-  std::string stats() const override;
+  std::string stats(size_t max_peers = SIZE_MAX) const override;
 
   // The composite device: this endpoint's name in the enclosing provider,
   // kept in the region and in introductions so peers that first hear from

@@ -136,8 +136,23 @@ int Endpoint::enable() {
     return -FI_ENOCQ;
   }
   enabled_ = true;
+  if (g_params.get_bool("live_stats") && !live_) {
+    live_ = LiveStats::create(g_prov ? g_prov->name : nullptr);
+    if (live_) publish_live();
+  }
   return 0;
 }
+
+std::string Endpoint::endpoint_stats() const {
+  char buf[256];
+  snprintf(buf, sizeof buf,
+           "endpoint: bad_packets=%llu unexp_bytes=%zu unexp_peak=%zu unexp_cap=%zu unexp_stalls=%llu",
+           (unsigned long long)bad_packets_, unexp_bytes_, unexp_peak_, unexp_cap_,
+           (unsigned long long)unexp_stalls_);
+  return buf;
+}
+
+void Endpoint::publish_live() { live_->publish(endpoint_stats() + "\n" + dev_->stats(PMSTAT_MAX_PEERS)); }
 
 int Endpoint::close() {
   // Drain (bounded by close_timeout_ms): what is queued leaves, what
@@ -149,11 +164,9 @@ int Endpoint::close() {
     progress();
     if (active_peers_.empty() && ctrl_.empty() && streams_.empty() && dev_->close_drained()) break;
   }
+  live_.reset();  // the page goes before the endpoint
   if (g_params.get_bool("stats")) {
-    PM_WARN(FI_LOG_EP_CTRL,
-            "endpoint: bad_packets=%llu unexp_bytes=%zu unexp_peak=%zu unexp_cap=%zu unexp_stalls=%llu",
-            (unsigned long long)bad_packets_, unexp_bytes_, unexp_peak_, unexp_cap_,
-            (unsigned long long)unexp_stalls_);
+    PM_WARN(FI_LOG_EP_CTRL, "%s", endpoint_stats().c_str());
     std::string s = dev_->stats();
     if (!s.empty()) PM_WARN(FI_LOG_EP_CTRL, "statistics: %s", s.c_str());
   }
@@ -257,6 +270,7 @@ void Endpoint::write_cq(Cq* cq, const Completion& c) {
 
 void Endpoint::progress() {
   dev_->poll(*this, 64);
+  if (live_ && live_->due()) publish_live();
   if (!ctrl_.empty()) flush_ctrl();
   if (!pending_reads_.empty()) {
     auto reads = std::move(pending_reads_);

@@ -16,6 +16,7 @@
 
 #include "abi/fid_box.hpp"
 #include "base/list.hpp"
+#include "core/live_stats.hpp"
 #include "core/cq.hpp"
 #include "core/rx_check.hpp"
 #include "core/tag_matcher.hpp"
@@ -227,11 +228,14 @@ class Endpoint final : public PacketSink {
     return entry == SuccessEntry::kByFlags && (!selective_tx_ || (flags & FI_COMPLETION));
   }
   std::string peer_str(PeerId peer) const;
+  std::string endpoint_stats() const;  // the endpoint's own line of the statistics
+  void publish_live();
 
   FidBox<fid_ep, Endpoint> box_;
   Domain& dom_;
   fi_info* info_;
   std::unique_ptr<Device> dev_;
+  std::unique_ptr<LiveStats> live_;  // pmstat's page (FI_<PROV>_LIVE_STATS)
   Av* av_ = nullptr;
   Cq* tx_cq_ = nullptr;
   Cq* rx_cq_ = nullptr;

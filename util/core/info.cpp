@@ -318,6 +318,11 @@ const ParamSpec kCoreParams[] = {
     {"progress_cpu", T::kInt, "CPU the progress thread is pinned to (-1: not pinned, it inherits the affinity "
      "of the thread that opened the first endpoint)", "-1"},
     {"stats", T::kBool, "print per-endpoint (and per-peer) statistics at close, at FI_LOG_LEVEL=warn", "0"},
+    {"live_stats", T::kBool,
+     "publish each endpoint's statistics while it runs, for pmstat(1): a 0600 page in /dev/shm "
+     "(pmstat-<uid>-<pid>-<n>, layout in pmfabric/pmstat.h) updated from progress calls at most every "
+     "100 ms, removed at close",
+     "1"},
 };
 }  // namespace
 

@@ -1,0 +1,77 @@
+/* Live statistics of pmfabric endpoints (pmeth, pmshm): the layout of the
+ * read-only page each endpoint publishes, for pmstat(1) and other tools.
+ *
+ * Each enabled endpoint (knob FI_<PROV>_LIVE_STATS, on by default) creates
+ * /dev/shm/pmstat-<uid>-<pid>-<n>, mode 0600 (its user and root can read
+ * it), updates it from its progress calls at most every 100 ms, and removes
+ * it at close. A file whose pid is gone was left by a process that died.
+ *
+ * A reader must treat the file as untrusted: check magic, version and size
+ * against the file's length, bound every count by the array it indexes,
+ * and terminate every string itself. Consistent copies: read seq, copy,
+ * read seq again; retry while it was odd or changed.
+ *
+ * The counters are the fields of the endpoint's statistics line
+ * (fi_pmeth(7), fi_pmshm(7), FI_<PROV>_STATS): "<section>.<name>", e.g.
+ * "eth.rail0.tx_frames", "eth.drops.bad_csum", "shm.tx_pkts",
+ * "endpoint.unexp_bytes". Peers: the first PMSTAT_MAX_PEERS of the
+ * device's peers, each with its own fields (tx_frames, retrans, srtt_us...).
+ */
+#ifndef PMFABRIC_PMSTAT_H
+#define PMFABRIC_PMSTAT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PMSTAT_MAGIC 0x54534d50u /* "PMST" */
+#define PMSTAT_VERSION 1u
+#define PMSTAT_DIR "/dev/shm"
+#define PMSTAT_PREFIX "pmstat-"
+#define PMSTAT_NAME_LEN 48
+#define PMSTAT_MAX_COUNTERS 128
+#define PMSTAT_MAX_PEERS 64
+#define PMSTAT_MAX_PEER_FIELDS 16
+#define PMSTAT_TEXT_LEN 160
+
+struct pmstat_counter {
+	char name[PMSTAT_NAME_LEN];	/* NUL-terminated (check) */
+	uint64_t value;
+};
+
+struct pmstat_peer {
+	char address[PMSTAT_TEXT_LEN];	/* the peer's name as the provider prints it */
+	uint32_t nfields;		/* used entries of fields (<= PMSTAT_MAX_PEER_FIELDS) */
+	uint32_t reserved;
+	struct pmstat_counter fields[PMSTAT_MAX_PEER_FIELDS];
+};
+
+struct pmstat_page {
+	uint32_t magic;		/* PMSTAT_MAGIC */
+	uint32_t version;	/* PMSTAT_VERSION */
+	uint32_t size;		/* sizeof(struct pmstat_page) of the writer */
+	uint32_t reserved0;
+	uint64_t seq;		/* odd while the endpoint writes */
+	int32_t pid;		/* the process that owns the endpoint */
+	uint32_t uid;
+	uint64_t start_ns;	/* CLOCK_REALTIME at the endpoint's enable */
+	uint64_t update_ns;	/* CLOCK_REALTIME at the last update */
+	uint64_t updates;	/* how many updates so far */
+	char provider[16];	/* "pmeth", "pmshm" */
+	char address[PMSTAT_TEXT_LEN];	/* the endpoint's own name */
+	char wire[32];		/* pmeth: the wire backend of rail 0, e.g. "af_packet" */
+	uint32_t ncounters;	/* used entries of counters */
+	uint32_t npeers;	/* used entries of peers */
+	uint32_t peers_total;	/* peers the device has (more than npeers: not all shown) */
+	uint32_t reserved1;
+	struct pmstat_counter counters[PMSTAT_MAX_COUNTERS];
+	struct pmstat_peer peers[PMSTAT_MAX_PEERS];
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PMFABRIC_PMSTAT_H */

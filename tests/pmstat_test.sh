@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# pmstat(1) against live endpoints (tests/cluster_xfer -H keeps them open):
+#   pmstat_test.sh <build dir> live|stale|malformed
+# live: pmeth over Ethernet frames on lo (host ids 1, 2) and pmshm, 2 ranks
+#   each, 20 messages of 4096 B in a ring; while the endpoints are held open
+#   pmstat lists both pids as live and its counters show at least the bytes
+#   sent (pmeth: eth.rail0.tx_bytes, one peer with fields; pmshm:
+#   shm.tx_pkts); after the processes exit their pages are gone.
+# stale: a rank killed by SIGKILL leaves its page: pmstat says "stale",
+#   pmstat --clean removes it.
+# malformed: truncated, wrong magic, wrong layout size, a foreign uid and
+#   absurd counts in a directory of copies: pmstat lists them as invalid
+#   (or bounds the counts) and exits 0; -p of a missing pid exits 1.
+set -u
+build=$(cd "$1" && pwd) || exit 1
+what=$2
+pmstat=$build/pmstat
+xfer=$build/tests/cluster_xfer
+work=$(mktemp -d /tmp/pmstat_test.XXXXXX) || exit 1
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    for p in "${pids[@]}"; do rm -f /dev/shm/pmstat-*-"$p"-*; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+fail=0
+expect() {
+    local what=$1
+    shift
+    if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; fail=1; fi
+}
+# start <prov> <hold s> <dir>: two ranks, 20 x 4096 B ring; waits until both hold
+start() {
+    local prov=$1 hold=$2 dir=$3
+    mkdir -p "$dir"
+    pids=()
+    for r in 0 1; do
+        FI_PROVIDER_PATH="$build/lib" FI_PMETH_IFACE=lo FI_PMETH_HOST_ID=$((r + 1)) \
+            "$xfer" -p "$prov" -r "$r" -n 2 -d "$dir" -t ring -i 20 -s 4096 -H "$hold" -T 60 >"$dir/rank$r.log" 2>&1 &
+        pids+=($!)
+    done
+    for _ in $(seq 200); do
+        [[ -e $dir/held.0 && -e $dir/held.1 ]] && { sleep 0.3; return 0; }  # > one 100 ms update
+        sleep 0.05
+    done
+    echo "FAIL: the ranks did not reach the hold"; cat "$dir"/rank*.log
+    exit 1
+}
+counter() {  # <pmstat -c output> <name>
+    awk -v n="$2" '$1 == n { print $2; exit }' <<<"$1"
+}
+
+case $what in
+live)
+    for prov in pmeth pmshm; do
+        start "$prov" 3 "$work/$prov"
+        list=$("$pmstat")
+        echo "$list"
+        for p in "${pids[@]}"; do
+            expect "$prov: pid $p listed live" grep -Eq "^$p +$prov +live " <<<"$list"
+        done
+        out=$("$pmstat" -P -p "${pids[0]}")
+        r=$?
+        expect "$prov: pmstat -P -p ${pids[0]} (exit $r)" test "$r" -eq 0
+        if [[ $prov == pmeth ]]; then
+            b=$(counter "$out" eth.rail0.tx_bytes)
+            expect "pmeth: eth.rail0.tx_bytes=$b >= 20 x 4096" test "${b:-0}" -ge 81920
+            expect "pmeth: the wire is af_packet" grep -q " af_packet " <<<"$("$pmstat" | grep "^${pids[0]} ")"
+            expect "pmeth: one peer shown, with its counters" \
+                grep -Eq "^  peer pmeth://.*tx_frames=[1-9][0-9]* .*retrans=[0-9]+" <<<"$out"
+            expect "pmeth: no peer through shared memory (host ids differ)" test "$(counter "$out" composite.shm_peers)" = 0
+        else
+            n=$(counter "$out" shm.tx_pkts)
+            expect "pmshm: shm.tx_pkts=$n >= 20" test "${n:-0}" -ge 20
+        fi
+        for i in 0 1; do
+            wait "${pids[$i]}"
+            r=$?
+            expect "$prov: rank $i exit $r" test "$r" -eq 0
+        done
+        left=$(for p in "${pids[@]}"; do ls /dev/shm/pmstat-*-"$p"-* 2>/dev/null; done)
+        expect "$prov: no page left after close ($left)" test -z "$left"
+    done
+    ;;
+stale)
+    start pmeth 20 "$work/stale"
+    kill -9 "${pids[1]}"
+    wait "${pids[1]}" 2>/dev/null
+    list=$("$pmstat")
+    echo "$list"
+    expect "the killed rank's page is listed stale" grep -Eq "^${pids[1]} +pmeth +stale " <<<"$list"
+    expect "the other rank is live" grep -Eq "^${pids[0]} +pmeth +live " <<<"$list"
+    "$pmstat" --clean
+    expect "pmstat --clean removed the stale page" test -z "$(ls /dev/shm/pmstat-*-"${pids[1]}"-* 2>/dev/null)"
+    expect "... and kept the live one" test -n "$(ls /dev/shm/pmstat-*-"${pids[0]}"-* 2>/dev/null)"
+    ;;
+malformed)
+    start pmshm 3 "$work/src"
+    page=$(ls /dev/shm/pmstat-*-"${pids[0]}"-* | head -1)
+    d=$work/pages
+    mkdir -p "$d"
+    cp "$page" "$d/pmstat-0-1-good"
+    head -c 10 "$page" >"$d/pmstat-0-1-truncated"
+    head -c 300 "$page" >"$d/pmstat-0-1-short"
+    cp "$page" "$d/pmstat-0-1-magic"; printf 'XXXX' | dd of="$d/pmstat-0-1-magic" bs=1 seek=0 conv=notrunc 2>/dev/null
+    cp "$page" "$d/pmstat-0-1-size"; printf '\x01\x00\x00\x00' | dd of="$d/pmstat-0-1-size" bs=1 seek=8 conv=notrunc 2>/dev/null
+    cp "$page" "$d/pmstat-0-1-counts"
+    printf '\xff\xff\xff\xff\xff\xff\xff\xff' | dd of="$d/pmstat-0-1-counts" bs=1 seek=264 conv=notrunc 2>/dev/null
+    head -c 75544 /dev/urandom >"$d/pmstat-0-1-random"
+    cp "$page" "$d/pmstat-0-1-foreign"; chown nobody "$d/pmstat-0-1-foreign" 2>/dev/null
+    ln -s "$page" "$d/pmstat-0-1-symlink"
+    out=$("$pmstat" -d "$d" 2>&1)
+    r=$?
+    echo "$out"
+    expect "pmstat over malformed pages exits 0 ($r)" test "$r" -eq 0
+    for f in truncated short magic size random symlink; do
+        expect "$f: listed invalid" grep -q "invalid.*pmstat-0-1-$f" <<<"$out"
+    done
+    if [[ $(stat -c %U "$d/pmstat-0-1-foreign") == nobody ]]; then
+        expect "foreign owner: listed invalid" grep -q "invalid.*pmstat-0-1-foreign.*belongs to uid" <<<"$out"
+    fi
+    out=$("$pmstat" -P -d "$d" 2>&1)
+    r=$?
+    expect "pmstat -P over them exits 0 ($r)" test "$r" -eq 0
+    n=$(grep -c '^  [a-z]' <<<"$out")
+    expect "absurd counts are bounded ($n counter lines)" test "$n" -le $((2 * (128 + 64 * 1) + 20))
+    "$pmstat" -p 999999999 -d "$d" >/dev/null 2>&1
+    r=$?
+    expect "pmstat -p of a missing pid exits 1 ($r)" test "$r" -eq 1
+    ;;
+*)
+    echo "usage: $0 <build dir> live|stale|malformed" >&2
+    exit 2
+    ;;
+esac
+((fail == 0)) && echo "all checks passed"
+exit $fail

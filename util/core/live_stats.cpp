@@ -1,0 +1,212 @@
+#include "core/live_stats.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+#include "base/log.hpp"
+
+namespace pm {
+namespace {
+
+constexpr uint64_t kPeriodNs = 100000000ull;
+
+uint64_t coarse_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+uint64_t real_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+void copy_str(char* dst, size_t cap, const std::string& s) {
+  size_t n = std::min(s.size(), cap - 1);
+  memcpy(dst, s.data(), n);
+  dst[n] = 0;
+}
+
+bool numeric(const std::string& v, uint64_t* out) {
+  if (v.empty() || v.size() > 20 || v.find_first_not_of("0123456789") != std::string::npos) return false;
+  *out = strtoull(v.c_str(), nullptr, 10);
+  return true;
+}
+
+// Pages our dead processes left (same user; the pid is gone): removed once
+// per process, when its first page is made.
+void reap_stale(uid_t uid) {
+  DIR* d = opendir(PMSTAT_DIR);
+  if (!d) return;
+  std::string mine = std::string(PMSTAT_PREFIX) + std::to_string(uid) + "-";
+  std::vector<std::string> dead;
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n.compare(0, mine.size(), mine) != 0) continue;
+    long pid = strtol(n.c_str() + mine.size(), nullptr, 10);
+    if (pid > 0 && kill(pid_t(pid), 0) != 0 && errno == ESRCH) dead.push_back(n);
+    if (dead.size() >= 1024) break;
+  }
+  closedir(d);
+  for (const std::string& n : dead) unlink((std::string(PMSTAT_DIR) + "/" + n).c_str());
+}
+
+}  // namespace
+
+void parse_stats_text(const std::string& text, pmstat_page* page) {
+  page->address[0] = 0;
+  page->wire[0] = 0;
+  page->ncounters = 0;
+  page->npeers = 0;
+  page->peers_total = 0;
+  std::istringstream lines(text);
+  std::string line, section;
+  auto add = [](pmstat_counter* arr, uint32_t* n, uint32_t cap, const std::string& name, uint64_t v) {
+    if (*n >= cap) return;
+    copy_str(arr[*n].name, PMSTAT_NAME_LEN, name);
+    arr[*n].value = v;
+    (*n)++;
+  };
+  while (std::getline(lines, line)) {
+    size_t b = line.find_first_not_of(' ');
+    if (b == std::string::npos) continue;
+    std::string t = line.substr(b);
+    if (t.compare(0, 5, "peer ") == 0) {
+      page->peers_total++;
+      size_t colon = t.find(": ");
+      if (page->npeers >= PMSTAT_MAX_PEERS || colon == std::string::npos) continue;
+      pmstat_peer& p = page->peers[page->npeers++];
+      copy_str(p.address, PMSTAT_TEXT_LEN, t.substr(5, colon - 5));
+      p.nfields = 0;
+      std::istringstream toks(t.substr(colon + 2));
+      for (std::string tok; toks >> tok;) {
+        size_t eq = tok.find('=');
+        uint64_t v;
+        if (eq != std::string::npos && numeric(tok.substr(eq + 1), &v))
+          add(p.fields, &p.nfields, PMSTAT_MAX_PEER_FIELDS, tok.substr(0, eq), v);
+      }
+      continue;
+    }
+    std::istringstream toks(t);
+    std::string tok, sub;
+    bool first = true;
+    section.clear();
+    while (toks >> tok) {
+      if (!tok.empty() && tok.back() == ';') tok.pop_back();
+      if (tok.empty()) continue;
+      if (tok.back() == ':') {
+        std::string name = tok.substr(0, tok.size() - 1);
+        if (first) section = name;  // "shm:", "eth:", "composite:", "endpoint:"
+        else sub = name;            // "rail0:", "drops:"
+        first = false;
+        continue;
+      }
+      bool was_first = first;
+      first = false;
+      std::string prefix = section.empty() ? "" : section + ".";
+      if (!sub.empty()) prefix += sub + ".";
+      size_t eq = tok.find('=');
+      uint64_t v;
+      if (tok.find("://") != std::string::npos) {
+        // A device's line without a section (pmshm's, pmeth's without the
+        // composite): the scheme names it, as the composite's sections do.
+        if (was_first && section.empty()) section = tok.compare(0, 8, "pmshm://") == 0 ? "shm" : "eth";
+        // A name (pmeth's own over its shm device's; "...;shm=..." is part of it).
+        if (!page->address[0] || (tok.compare(0, 8, "pmeth://") == 0 && strncmp(page->address, "pmeth://", 8) != 0))
+          copy_str(page->address, PMSTAT_TEXT_LEN, tok);
+        continue;
+      }
+      if (eq == std::string::npos) {
+        if (tok == "up" || tok == "down") add(page->counters, &page->ncounters, PMSTAT_MAX_COUNTERS, prefix + "up", tok == "up");
+        else if (numeric(tok, &v) && section == "composite") {
+          // "composite: N peers through shared memory, M through Ethernet"
+          std::string rest;
+          toks >> rest >> rest;  // "peers"/"through"
+          std::string what;
+          toks >> what;
+          add(page->counters, &page->ncounters, PMSTAT_MAX_COUNTERS,
+              prefix + (what == "shared" || rest == "shared" ? "shm_peers" : "eth_peers"), v);
+        }
+        continue;
+      }
+      std::string k = tok.substr(0, eq), val = tok.substr(eq + 1);
+      if (numeric(val, &v)) add(page->counters, &page->ncounters, PMSTAT_MAX_COUNTERS, prefix + k, v);
+      else if (k == "wire" && !page->wire[0]) copy_str(page->wire, sizeof page->wire, val);
+    }
+  }
+}
+
+std::unique_ptr<LiveStats> LiveStats::create(const char* provider) {
+  static std::once_flag reaped;
+  static std::atomic<unsigned> seq{0};
+  uid_t uid = getuid();
+  std::call_once(reaped, [uid] { reap_stale(uid); });
+  std::unique_ptr<LiveStats> ls(new LiveStats);
+  ls->path_ = std::string(PMSTAT_DIR) + "/" + PMSTAT_PREFIX + std::to_string(uid) + "-" +
+              std::to_string(getpid()) + "-" + std::to_string(seq.fetch_add(1));
+  int fd = open(ls->path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    PM_INFO(FI_LOG_EP_CTRL, "no live statistics: %s: %s", ls->path_.c_str(), strerror(errno));
+    return nullptr;
+  }
+  void* m = MAP_FAILED;
+  if (ftruncate(fd, sizeof(pmstat_page)) == 0)
+    m = mmap(nullptr, sizeof(pmstat_page), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int e = errno;
+  close(fd);
+  if (m == MAP_FAILED) {
+    unlink(ls->path_.c_str());
+    PM_INFO(FI_LOG_EP_CTRL, "no live statistics: %s: %s", ls->path_.c_str(), strerror(e));
+    return nullptr;
+  }
+  ls->page_ = static_cast<pmstat_page*>(m);
+  pmstat_page* p = ls->page_;
+  p->size = sizeof(pmstat_page);
+  p->pid = int32_t(getpid());
+  p->uid = uint32_t(uid);
+  p->start_ns = real_ns();
+  copy_str(p->provider, sizeof p->provider, provider ? provider : "?");
+  p->version = PMSTAT_VERSION;
+  __atomic_store_n(&p->magic, PMSTAT_MAGIC, __ATOMIC_RELEASE);
+  return ls;
+}
+
+LiveStats::~LiveStats() {
+  if (page_) {
+    unlink(path_.c_str());
+    munmap(page_, sizeof(pmstat_page));
+  }
+}
+
+bool LiveStats::due() noexcept {
+  uint64_t now = coarse_ns();
+  if (now < next_ns_) return false;
+  next_ns_ = now + kPeriodNs;
+  return true;
+}
+
+void LiveStats::publish(const std::string& text) {
+  pmstat_page* p = page_;
+  __atomic_store_n(&p->seq, p->seq + 1, __ATOMIC_RELAXED);  // odd: writing
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  parse_stats_text(text, p);
+  p->update_ns = real_ns();
+  p->updates++;
+  __atomic_store_n(&p->seq, p->seq + 1, __ATOMIC_RELEASE);  // even: consistent
+}
+
+}  // namespace pm
