@@ -11,7 +11,8 @@ pkgs=(cmake g++ make pkg-config libfabric-dev libfabric-bin libhwloc-dev libcrit
       autoconf automake libtool python3 mpich
       clang libclang-rt-14-dev   # the sanitizer build and its fuzzers (docs/fuzzing.md)
       libxdp-dev libbpf-dev      # pmeth's AF_XDP wire (its XDP program is compiled with clang -target bpf)
-      libibverbs-dev)            # pmeth's verbs raw-packet wire (built and unit-tested; no device here)
+      libibverbs-dev             # pmeth's verbs raw-packet wire (built and unit-tested; no device here)
+      pandoc dpkg-dev)           # man pages from docs/*.N.md; the Debian package (cpack, dpkg-shlibdeps)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
