@@ -35,36 +35,6 @@ bool cma_self_probe() {
   return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == sizeof dst && dst == src;
 }
 
-// Is one kernel copy (CMA) worth it against the pipelined bounce path,
-// whose two copies run on the two processes' cores at once? Times 1 MiB
-// both ways, once per process; on virtual machines page pinning often
-// makes CMA several times slower than memcpy.
-bool cma_pays_off() {
-  static const bool pays = [] {
-    constexpr size_t kLen = 1 << 20;
-    std::unique_ptr<char[]> a(new char[kLen]), b(new char[kLen]);
-    memset(a.get(), 1, kLen);
-    memset(b.get(), 2, kLen);
-    uint64_t best_cma = UINT64_MAX, best_cpy = UINT64_MAX;
-    for (int i = 0; i < 4; i++) {
-      uint64_t t0 = now_ns();
-      iovec l{b.get(), kLen}, r{a.get(), kLen};
-      if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != ssize_t(kLen)) return false;
-      uint64_t t1 = now_ns();
-      memcpy(b.get(), a.get(), kLen);
-      asm volatile("" ::"r"(b.get()) : "memory");
-      uint64_t t2 = now_ns();
-      best_cma = std::min(best_cma, t1 - t0);
-      best_cpy = std::min(best_cpy, t2 - t1);
-    }
-    bool ok = best_cma <= 2 * best_cpy;
-    PM_INFO(FI_LOG_EP_CTRL, "1 MiB: CMA %.1f GB/s, memcpy %.1f GB/s: %s", double(kLen) / double(best_cma),
-            double(kLen) / double(best_cpy),
-            ok ? "rendezvous uses single copy" : "rendezvous uses the pipelined bounce path");
-    return ok;
-  }();
-  return pays;
-}
 }  // namespace
 
 std::unique_ptr<ShmDevice> ShmDevice::open(const DeviceConfig& cfg, uint64_t host, int* err, uint64_t key) {
@@ -88,7 +58,9 @@ std::unique_ptr<ShmDevice> ShmDevice::open(const DeviceConfig& cfg, uint64_t hos
     PM_WARN(FI_LOG_EP_CTRL,
             "process_vm_readv (CMA) is not permitted here (seccomp or missing CAP_SYS_PTRACE); "
             "large messages use the bounce-buffer path");
-  if (d->cma_self_ && cfg.cma == CmaPolicy::kAuto) d->cma_self_ = cma_pays_off();
+  // auto: each rendezvous of 64 KiB or more is timed, and the faster path
+  // per size class is taken from then on (CopyChoice).
+  d->cma_learn_ = d->cma_self_ && cfg.cma == CmaPolicy::kAuto;
   return d;
 }
 
@@ -221,6 +193,16 @@ bool ShmDevice::can_read_remote(PeerId peer) noexcept {
   return cma_self_ && peer < peers_.size() && verify_cma(peers_[peer]);
 }
 
+bool ShmDevice::prefer_read_remote(PeerId peer, size_t len) noexcept {
+  if (!can_read_remote(peer)) return false;
+  return !cma_learn_ || choice_.prefer_single(len);
+}
+
+void ShmDevice::note_transfer(PeerId, bool single, size_t bytes, uint64_t ns) noexcept {
+  if (cma_learn_ && choice_.note(single, bytes, ns))
+    PM_INFO(FI_LOG_EP_DATA, "large messages, measured here: %s", choice_.describe().c_str());
+}
+
 // The verified process, checked alive before the copy (its pid cannot have
 // been reused then) and after a read (the bytes came from it).
 ssize_t ShmDevice::read_remote(PeerId peer, const struct iovec* local, size_t lcnt,
@@ -304,14 +286,15 @@ std::string ShmDevice::stats(size_t) const {
   snprintf(buf, sizeof buf,
            "%s tx_pkts=%llu inline=%llu chunk=%llu rx_pkts=%llu cma_reads=%llu cma_bytes=%llu "
            "queue_full=%llu no_chunk=%llu wakes=%llu dropped=%llu held=%llu skipped=%llu intro_full=%llu "
-           "broken=%d region_bytes=%zu",
+           "broken=%d region_bytes=%zu rndv_single=%llu rndv_copy=%llu",
            format_name(name_).c_str(), (unsigned long long)st_.tx_pkts,
            (unsigned long long)st_.tx_inline, (unsigned long long)st_.tx_chunk,
            (unsigned long long)st_.rx_pkts, (unsigned long long)st_.cma_reads,
            (unsigned long long)st_.cma_bytes, (unsigned long long)st_.full_queue,
            (unsigned long long)st_.no_chunk, (unsigned long long)st_.wakes,
            (unsigned long long)st_.dropped, (unsigned long long)st_.held, (unsigned long long)st_.skipped,
-           (unsigned long long)st_.intro_full, own_broken_ ? 1 : 0, own_.size());
+           (unsigned long long)st_.intro_full, own_broken_ ? 1 : 0, own_.size(),
+           (unsigned long long)choice_.singles(), (unsigned long long)choice_.copies());
   return buf;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/unique_fd.hpp"
+#include "core/copy_choice.hpp"
 #include "device.hpp"
 #include "shm_region.hpp"
 
@@ -49,6 +50,8 @@ class ShmDevice final : public Device {
   int tx_state(PeerId peer, uint64_t ticket) noexcept override;
   int poll(PacketSink& sink, int budget) noexcept override;
   bool can_read_remote(PeerId peer) noexcept override;
+  bool prefer_read_remote(PeerId peer, size_t len) noexcept override;
+  void note_transfer(PeerId peer, bool single, size_t bytes, uint64_t ns) noexcept override;
   ssize_t read_remote(PeerId peer, const struct iovec* local, size_t lcnt, const struct iovec* remote,
                       size_t rcnt) noexcept override;
   ssize_t write_remote(PeerId peer, const struct iovec* local, size_t lcnt, const struct iovec* remote,
@@ -117,6 +120,8 @@ class ShmDevice final : public Device {
   uint64_t last_key_ = 0;
   PeerId last_peer_ = kNoPeer;
   bool cma_self_ = false;
+  bool cma_learn_ = false;  // FI_PMSHM_CMA=auto: choose per size class by measurement (choice_)
+  CopyChoice choice_;
   bool fence_free_ = false;  // registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED
   bool own_broken_ = false;  // our region was truncated: we cannot receive any more
   bool own_reported_ = false;  // ... and the peers' sessions were reset for it

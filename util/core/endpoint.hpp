@@ -80,6 +80,7 @@ struct Assembly {
   uint64_t tag = 0, data = 0;
   uint8_t flags = 0;
   uint64_t start_ns = 0;
+  uint64_t cts_ns = 0;  // a rendezvous by the copy path: when the CTS went (0: other)
 };
 
 struct AsmKey {

@@ -278,6 +278,7 @@ bool Endpoint::on_data(const CheckedPacket& pk) {
   if (a.received < a.total) return true;
   Assembly done = a;
   assemblies_.erase(it);
+  if (done.cts_ns) dev_->note_transfer(peer, false, done.total, now_ns() - done.cts_ns);
   PktHdr hh{};
   hh.tag = done.tag;
   hh.cq_data = done.data;
@@ -328,7 +329,7 @@ void Endpoint::deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,
     complete_recv_err(r, FI_EIO, 0);
     return;
   }
-  if (accept && riovcnt && dev_->can_read_remote(peer)) {
+  if (accept && riovcnt && dev_->prefer_read_remote(peer, accept)) {
     struct iovec local[kMaxIov], remote[kMaxIov];
     size_t lcnt = iov_slice(r->iov, r->iovcnt, base, accept, local, kMaxIov);
     size_t rcnt = 0, left = accept;
@@ -337,8 +338,10 @@ void Endpoint::deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,
       remote[rcnt++] = iovec{reinterpret_cast<void*>(riov[i].addr), n};
       left -= n;
     }
+    uint64_t t0 = now_ns();
     ssize_t n = dev_->read_remote(peer, local, lcnt, remote, rcnt);
     if (n == ssize_t(accept)) {
+      dev_->note_transfer(peer, true, accept, now_ns() - t0);
       send_ctrl(peer, kPktFin, h.msg_id, 0);
       finish_recv(r, base, h.msg_len, accept, h, peer);
       return;
@@ -352,8 +355,8 @@ void Endpoint::deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,
     return;
   }
   Assembly& a = assemblies_[AsmKey{peer, h.msg_id}];
-  a = Assembly{peer, r, nullptr, base, accept, size_t(h.msg_len), 0, h.tag, h.cq_data, h.flags,
-               now_ns()};
+  uint64_t now = now_ns();
+  a = Assembly{peer, r, nullptr, base, accept, size_t(h.msg_len), 0, h.tag, h.cq_data, h.flags, now, now};
 }
 
 // A receive takes a message that arrived before it (u is in the unexpected list).
