@@ -87,10 +87,13 @@ if ((loss > 0)); then
         echo "run_in_netns.sh: FAIL: $seen frames seen, none dropped: the loss rule is not effective" >&2
         rc=1
     fi
-    # Every test between the namespaces sends frames: a rule that saw none
-    # was bypassed (an XDP program on the veth takes frames before the
+    # With another wire than AF_PACKET (the AF_XDP suites, whose exclude
+    # list leaves out the cases that move no frame), a rule that saw no
+    # frame was bypassed (an XDP program on the veth takes frames before the
     # ingress hook: PM_NETNS_SWITCH=1 puts the rule on a switch instead).
-    if ((rc == 0 && seen == 0)); then
+    # Some AF_PACKET cases move no frame between the namespaces (cntr.basic,
+    # bench.floor).
+    if ((rc == 0 && seen == 0)) && [[ ${FI_PMETH_WIRE:-af_packet} != af_packet ]]; then
         echo "run_in_netns.sh: FAIL: the loss rule saw no frame: it was bypassed" >&2
         rc=1
     fi
