@@ -98,9 +98,8 @@ class Device {
   // streamed through the copy path (false). The device may learn which is
   // faster here from note_transfer.
   virtual bool prefer_read_remote(PeerId peer, size_t len) noexcept { return can_read_remote(peer); }
-  // How long a rendezvous of bytes took by single copy or by the copy path
-  // (the receiver's view: the read, or CTS to the last byte).
-  virtual void note_transfer(PeerId peer, bool single_copy, size_t bytes, uint64_t ns) noexcept {}
+  // A rendezvous of len bytes was delivered (by single copy or the copy path).
+  virtual void note_transfer(PeerId peer, bool single_copy, size_t len) noexcept {}
   virtual ssize_t read_remote(PeerId peer, const struct iovec* local, size_t lcnt,
                               const struct iovec* remote, size_t rcnt) noexcept {
     return -FI_ENOSYS;

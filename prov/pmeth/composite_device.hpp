@@ -71,8 +71,8 @@ class CompositeDevice final : public Device {
   bool prefer_read_remote(PeerId peer, size_t len) noexcept override {
     return peer < peers_.size() && on(peer, [&](auto& d, PeerId sub) { return d.prefer_read_remote(sub, len); });
   }
-  void note_transfer(PeerId peer, bool single, size_t bytes, uint64_t ns) noexcept override {
-    if (peer < peers_.size()) on(peer, [&](auto& d, PeerId sub) { d.note_transfer(sub, single, bytes, ns); return 0; });
+  void note_transfer(PeerId peer, bool single, size_t len) noexcept override {
+    if (peer < peers_.size()) on(peer, [&](auto& d, PeerId sub) { d.note_transfer(sub, single, len); return 0; });
   }
   ssize_t read_remote(PeerId peer, const struct iovec* local, size_t lcnt, const struct iovec* remote,
                       size_t rcnt) noexcept override {

@@ -195,11 +195,11 @@ bool ShmDevice::can_read_remote(PeerId peer) noexcept {
 
 bool ShmDevice::prefer_read_remote(PeerId peer, size_t len) noexcept {
   if (!can_read_remote(peer)) return false;
-  return !cma_learn_ || choice_.prefer_single(len);
+  return !cma_learn_ || choice_.prefer_single(len, now_ns());
 }
 
-void ShmDevice::note_transfer(PeerId, bool single, size_t bytes, uint64_t ns) noexcept {
-  if (cma_learn_ && choice_.note(single, bytes, ns))
+void ShmDevice::note_transfer(PeerId, bool single, size_t len) noexcept {
+  if (cma_learn_ && choice_.note(single, len, now_ns()))
     PM_INFO(FI_LOG_EP_DATA, "large messages, measured here: %s", choice_.describe().c_str());
 }
 

@@ -51,7 +51,7 @@ class ShmDevice final : public Device {
   int poll(PacketSink& sink, int budget) noexcept override;
   bool can_read_remote(PeerId peer) noexcept override;
   bool prefer_read_remote(PeerId peer, size_t len) noexcept override;
-  void note_transfer(PeerId peer, bool single, size_t bytes, uint64_t ns) noexcept override;
+  void note_transfer(PeerId peer, bool single, size_t len) noexcept override;
   ssize_t read_remote(PeerId peer, const struct iovec* local, size_t lcnt, const struct iovec* remote,
                       size_t rcnt) noexcept override;
   ssize_t write_remote(PeerId peer, const struct iovec* local, size_t lcnt, const struct iovec* remote,

@@ -278,7 +278,7 @@ bool Endpoint::on_data(const CheckedPacket& pk) {
   if (a.received < a.total) return true;
   Assembly done = a;
   assemblies_.erase(it);
-  if (done.cts_ns) dev_->note_transfer(peer, false, done.total, now_ns() - done.cts_ns);
+  if (done.cts_ns) dev_->note_transfer(peer, false, done.total);
   PktHdr hh{};
   hh.tag = done.tag;
   hh.cq_data = done.data;
@@ -338,10 +338,9 @@ void Endpoint::deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,
       remote[rcnt++] = iovec{reinterpret_cast<void*>(riov[i].addr), n};
       left -= n;
     }
-    uint64_t t0 = now_ns();
     ssize_t n = dev_->read_remote(peer, local, lcnt, remote, rcnt);
     if (n == ssize_t(accept)) {
-      dev_->note_transfer(peer, true, accept, now_ns() - t0);
+      dev_->note_transfer(peer, true, accept);
       send_ctrl(peer, kPktFin, h.msg_id, 0);
       finish_recv(r, base, h.msg_len, accept, h, peer);
       return;

@@ -1,5 +1,5 @@
 // core/copy_choice.hpp: single copy or the copy path for large messages,
-// learned from simulated transfer times.
+// learned by epochs from simulated streams.
 #include <criterion/criterion.h>
 
 #include "core/copy_choice.hpp"
@@ -7,14 +7,15 @@
 using pm::CopyChoice;
 
 namespace {
-// Runs n messages of len bytes whose paths take single_ns / copy_ns;
-// returns how many went by single copy.
-int run(CopyChoice& c, size_t len, uint64_t single_ns, uint64_t copy_ns, int n) {
+// A stream of n messages of len bytes, one after the other, each taking
+// single_ns / copy_ns by its path; returns how many went by single copy.
+int run(CopyChoice& c, uint64_t* clock, size_t len, uint64_t single_ns, uint64_t copy_ns, int n) {
   int singles = 0;
   for (int i = 0; i < n; i++) {
-    bool s = c.prefer_single(len);
+    bool s = c.prefer_single(len, *clock);
     singles += s;
-    c.note(s, len, s ? single_ns : copy_ns);
+    *clock += s ? single_ns : copy_ns;
+    c.note(s, len, *clock);
   }
   return singles;
 }
@@ -22,42 +23,58 @@ int run(CopyChoice& c, size_t len, uint64_t single_ns, uint64_t copy_ns, int n) 
 
 Test(copy_choice, small_messages_take_single_copy) {
   CopyChoice c;
-  for (int i = 0; i < 100; i++) cr_assert(c.prefer_single(CopyChoice::kMinBytes - 1));
-  cr_assert_eq(c.singles() + c.copies(), 0u, "small messages are not measured");
+  for (int i = 0; i < 100; i++) cr_assert(c.prefer_single(CopyChoice::kMinBytes - 1, uint64_t(i)));
+  cr_assert_eq(c.singles() + c.copies(), 0u, "small messages are not counted");
 }
 
-Test(copy_choice, warm_up_alternates_then_takes_the_faster) {
+Test(copy_choice, the_faster_path_wins_after_the_warm_up) {
   CopyChoice c;
-  int first = run(c, 1 << 20, 200000, 100000, 2 * int(CopyChoice::kWarm));
-  cr_assert_eq(first, int(CopyChoice::kWarm), "warm-up: %d single of %u", first, 2 * CopyChoice::kWarm);
-  // Copy path twice as fast: all but the exploring messages take it.
-  int singles = run(c, 1 << 20, 200000, 100000, 640);
-  cr_assert(singles >= 9 && singles <= 11, "640 messages, %d by single copy (expected 10 explorations)", singles);
+  uint64_t t = 0;
+  run(c, &t, 1 << 20, 2000000, 1000000, 200);  // warm-up: epochs of >= 8 messages and 1 ms
+  int singles = run(c, &t, 1 << 20, 2000000, 1000000, 1600);
+  // One epoch in 16 explores single copy: about 1/16 of the messages.
+  cr_assert(singles > 0 && singles < 1600 / 8, "%d of 1600 by single copy", singles);
 }
 
 Test(copy_choice, single_copy_kept_when_faster) {
   CopyChoice c;
-  run(c, 4 << 20, 300000, 900000, 6);
-  int singles = run(c, 4 << 20, 300000, 900000, 640);
-  cr_assert(singles >= 629, "%d of 640 by single copy", singles);
+  uint64_t t = 0;
+  run(c, &t, 4 << 20, 1000000, 3000000, 200);
+  int singles = run(c, &t, 4 << 20, 1000000, 3000000, 1600);
+  cr_assert(singles > 1600 * 7 / 8, "%d of 1600 by single copy", singles);
 }
 
 Test(copy_choice, size_classes_learn_separately) {
   CopyChoice c;
-  // 64 KiB: single copy faster; 4 MiB: the copy path faster.
-  for (int i = 0; i < 200; i++) {
-    run(c, 64 << 10, 5000, 20000, 1);
-    run(c, 8 << 20, 4000000, 1000000, 1);
-  }
-  cr_assert(c.prefer_single(64 << 10) || c.prefer_single(64 << 10), "64 KiB prefers single copy");
-  int s = run(c, 8 << 20, 4000000, 1000000, 64);
-  cr_assert(s <= 2, "8 MiB: %d of 64 by single copy", s);
+  uint64_t t = 0;
+  // One phase each (interleaved sizes share their epochs' wall time: see
+  // the header).
+  run(c, &t, 64 << 10, 10000, 400000, 3000);
+  run(c, &t, 8 << 20, 4000000, 1000000, 300);
+  int small = run(c, &t, 64 << 10, 10000, 400000, 160);
+  cr_assert(small > 140, "64 KiB (single copy faster): %d of 160 by single copy", small);
+  int large = 0;
+  for (int i = 0; i < 160; i++) large += run(c, &t, 8 << 20, 4000000, 1000000, 1);
+  cr_assert(large < 20, "8 MiB (copy path faster): %d of 160 by single copy", large);
 }
 
 Test(copy_choice, a_change_of_speed_is_followed) {
   CopyChoice c;
-  run(c, 2 << 20, 100000, 400000, 200);  // single copy wins
-  int s = run(c, 2 << 20, 800000, 400000, 64 * 20);  // now it is twice as slow as the copy path
-  int late = run(c, 2 << 20, 800000, 400000, 640);
-  cr_assert(late <= 11, "after the change, %d of 640 still by single copy (before: %d of %d)", late, s, 64 * 20);
+  uint64_t t = 0;
+  run(c, &t, 2 << 20, 1000000, 4000000, 400);   // single copy wins
+  run(c, &t, 2 << 20, 8000000, 4000000, 2000);  // now it is twice as slow as the copy path
+  int late = run(c, &t, 2 << 20, 8000000, 4000000, 800);
+  cr_assert(late < 800 / 4, "after the change, %d of 800 still by single copy", late);
+}
+
+Test(copy_choice, a_paused_epoch_gives_no_sample) {
+  CopyChoice c;
+  uint64_t t = 0;
+  bool s = c.prefer_single(1 << 20, t);
+  t += 2 * CopyChoice::kGapNs;  // the application computed in between
+  for (uint32_t i = 0; i < CopyChoice::kEpochMsgs; i++) {
+    t += 1000;
+    c.note(s, 1 << 20, t);
+  }
+  cr_assert_str_eq(c.describe().c_str(), "", "no sample from a paused epoch: %s", c.describe().c_str());
 }
