@@ -4,8 +4,8 @@
 // names from it (pmeth: the endpoint id, bytes 8..11; others: the port of
 // a sockaddr_in, bytes 2..3; pmshm: the low half of the region key, bytes
 // 16..19), inserts them in one fi_av_insert call into an
-// FI_AV_TABLE and reports ns per peer and the process's resident memory
-// before and after (KiB), then each provider's time ÷ the last one's (list
+// FI_AV_TABLE and reports ns per peer, the process's resident memory
+// before and after (KiB) and its mappings (lines of /proc/self/maps), then each provider's time ÷ the last one's (list
 // tcp;ofi_rxm last). Exits 1 when an insert fails or inserts fewer.
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -35,6 +35,16 @@ long rss_kb() {
   if (f && fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
   if (f) fclose(f);
   return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+// Mappings of the process (lines of /proc/self/maps).
+long maps_count() {
+  FILE* f = fopen("/proc/self/maps", "r");
+  if (!f) return -1;
+  long n = 0;
+  for (int c; (c = fgetc(f)) != EOF;) n += c == '\n';
+  fclose(f);
+  return n;
 }
 
 #define CHECK(x, what)                                                      \
@@ -91,13 +101,14 @@ double one(const char* prov, size_t n) {
     memcpy(all.data() + i * len, v.data(), len);
   }
   std::vector<fi_addr_t> out(n);
-  long before = rss_kb();
+  long before = rss_kb(), maps_before = maps_count();
   double t0 = now_ns();
   int got = fi_av_insert(av, all.data(), n, out.data(), 0, nullptr);
   double t = now_ns() - t0;
-  long after = rss_kb();
-  printf("prov=%s peers=%zu inserted=%d ns_per_peer=%.0f rss_before_kb=%ld rss_after_kb=%ld name_len=%zu\n", prov, n,
-         got, t / double(n), before, after, len);
+  long after = rss_kb(), maps_after = maps_count();
+  printf("prov=%s peers=%zu inserted=%d ns_per_peer=%.0f rss_before_kb=%ld rss_after_kb=%ld maps_before=%ld "
+         "maps_after=%ld name_len=%zu\n",
+         prov, n, got, t / double(n), before, after, maps_before, maps_after, len);
   fi_close(&ep->fid);
   fi_close(&cq->fid);
   fi_close(&av->fid);
