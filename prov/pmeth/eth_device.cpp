@@ -247,6 +247,14 @@ void EthDevice::build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint1
   // carried it arrived in order: duplicates and later ACKs echo nothing, so
   // they cannot pass a stale timestamp off as a slow round trip.
   h.ts_echo = p.last_ts;
+  if (p.last_ts && cfg_.echo_hold) {
+    // Advanced by how long we held it (the peer subtracts the echo from its
+    // clock: its RTT sample is then the network's, not our scheduling's).
+    uint64_t t = now ? now : now_ns();
+    uint64_t held = t > p.last_ts_at ? t - p.last_ts_at : 0;
+    h.ts_echo = p.last_ts + uint32_t(held / 1000);
+    if (!h.ts_echo) h.ts_echo = 1;  // 0 means no echo
+  }
   p.last_ts = 0;
   encode_hdr(f + kEthHdr, h);
 }
@@ -526,10 +534,12 @@ void EthDevice::handle_ack(Peer& p, uint32_t ack, uint16_t window, uint32_t ts_e
   p.peer_window = uint16_t(std::min<uint32_t>(window, cfg_.window));
   if (window && p.persist_ns) p.persist_ns = 0;
   if (!seq_lt(p.una, ack) || !seq_le(ack, p.next_seq)) return;
-  p.tickets_acked += ack - p.una;
+  uint32_t acked = ack - p.una;
+  p.tickets_acked += acked;
   release_acked(p, p.una, ack);
   p.una = ack;
   p.tries = 0;
+  if (p.recovering) continue_recovery(p, acked);
   if (ts_echo) {
     uint64_t rtt = uint64_t(uint32_t(now / 1000) - ts_echo) * 1000;
     if (rtt < 10000000000ull) {
@@ -546,6 +556,46 @@ void EthDevice::handle_ack(Peer& p, uint32_t ack, uint16_t window, uint32_t ts_e
     }
   }
   p.rto_deadline = p.una != p.next_seq ? now + p.rto_ns : 0;
+}
+
+// An RTO resent `una`: what was sent after it is suspect too. It is resent
+// as acknowledgements show the peer is back (continue_recovery), not now:
+// a receiver that is only slow would get it all twice.
+void EthDevice::start_recovery(Peer& p) {
+  if (!cfg_.tail_recovery || p.una + 1 == p.next_seq) return;  // nothing after it
+  if (!p.recovering) st_.recoveries++;
+  // Again from the start on every RTO: what this recovery resent before
+  // may have been lost as well.
+  p.recovering = true;
+  p.recover_end = p.next_seq;
+  p.recover_next = p.una + 1;
+  p.recover_first = true;
+}
+
+// `acked` frames were just acknowledged during a recovery. If the first
+// acknowledgement after the RTO covers more than the resent frame, the
+// originals arrived: the RTO was spurious and nothing more is resent.
+// Otherwise the frames after the new `una` that went before the RTO are
+// resent, up to the peer's window (each once per recovery).
+void EthDevice::continue_recovery(Peer& p, uint32_t acked) {
+  bool first = p.recover_first;
+  p.recover_first = false;
+  if (!seq_lt(p.una, p.recover_end) || (first && acked > 1)) {
+    if (first && acked > 1) st_.spurious_rto++;
+    p.recovering = false;
+    return;
+  }
+  if (seq_lt(p.recover_next, p.una)) p.recover_next = p.una;
+  uint32_t limit = p.una + std::max<uint32_t>(p.peer_window, 1);
+  if (seq_lt(p.recover_end, limit)) limit = p.recover_end;
+  while (seq_lt(p.recover_next, limit)) {
+    uint64_t before = p.retrans;
+    retransmit(p, p.recover_next);
+    if (p.retrans == before) break;  // the ring is full: the next ACK goes on
+    st_.recovery_resends++;
+    p.recover_next++;
+  }
+  if (!seq_lt(p.recover_next, p.recover_end)) p.recovering = false;
 }
 
 // Hands the frame's packets to the endpoint. A bundle (records checked in
@@ -619,6 +669,7 @@ void EthDevice::reset_peer(PeerId id, PacketSink* sink) {
   if (open_.peer == id) open_ = Open{};
   p.rto_deadline = 0;
   p.tries = 0;
+  p.recovering = p.recover_first = false;
   p.rx_since_ack = 0;
   p.ack_deadline = 0;
   p.gap_since_ns = 0;
@@ -847,6 +898,7 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
     };
     if (h.seq == p.expected && !p.rx_held) {
       p.last_ts = h.ts;
+      p.last_ts_at = frame_rx_ns_;
       p.gap_since_ns = 0;
       if (!deliver(id, h.flags, body, h.len, sink)) {
         RxSlot& r = peers_[id].reorder[h.seq % W];
@@ -926,6 +978,9 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
 // before its ring overflows (the seed's STOP/GO, as credits).
 void EthDevice::update_window(uint64_t now) {
   next_window_ns_ = now + 1000000;  // once per millisecond
+  timespec rt;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  real_off_ns_ = int64_t(uint64_t(rt.tv_sec) * 1000000000ull + uint64_t(rt.tv_nsec)) - int64_t(now);
   size_t cap = 0;
   for (const Rail& r : rails_) cap += r.wire->rx_capacity();
   if (!cap) return;
@@ -1008,6 +1063,7 @@ void EthDevice::run_peer_timers(Peer& p, uint64_t now, uint64_t rto_max, uint64_
         rail = int(other_rail(p, r));
       }
       retransmit(p, p.una, rail);
+      start_recovery(p);
       p.rto_deadline = now + std::min(p.rto_ns << std::min(p.tries, 16u), rto_max);
     }
     // The peer said STOP and nothing of ours is in flight: ask it for its
@@ -1082,6 +1138,13 @@ int EthDevice::poll_busy(PacketSink& sink, int budget) noexcept {
     if (!now) now = now_ns();
     for (int i = 0; i < n; i++) {
       touched_ = kNoPeer;
+      // When the kernel took it (a clock step cannot put it in the future
+      // or more than a second back); else now.
+      frame_rx_ns_ = now;
+      if (fr[i].rx_real_ns) {
+        int64_t at = int64_t(fr[i].rx_real_ns) - real_off_ns_;
+        if (at < int64_t(now) && int64_t(now) - at < 1000000000) frame_rx_ns_ = uint64_t(at);
+      }
       handle_frame(r, fr[i].data, fr[i].len, sink, now);
       if (touched_ != kNoPeer) track(peers_[touched_]);
     }
@@ -1172,7 +1235,10 @@ bool EthDevice::close_drained() noexcept {
 
 std::string EthDevice::stats(size_t max_peers) const {
   std::string s = format_name(self_) + " wire=" + rails_[0].wire->kind();
-  char buf[512];
+  char buf[640];
+  // Frames the kernel dropped before we saw them (a full receive ring).
+  uint64_t ring_drops = 0;
+  for (const Rail& rl : rails_) ring_drops += rl.wire->rx_dropped();
   for (unsigned r = 0; r < rails_.size(); r++) {
     const Rail& rl = rails_[r];
     snprintf(buf, sizeof buf, " rail%u: %s tx_frames=%llu tx_bytes=%llu rx_frames=%llu rx_bytes=%llu downs=%llu failovers=%llu link_checks=%llu;", r,
@@ -1185,7 +1251,8 @@ std::string EthDevice::stats(size_t max_peers) const {
            " drops: bad_len=%llu bad_version=%llu bad_job=%llu bad_ep=%llu bad_csum=%llu stale=%llu "
            "injected=%llu tx_ring_full=%llu bad_mac=%llu replays=%llu held=%llu revived=%llu "
            "resets=%llu auth=%d bundled=%llu rx_bundles=%llu timer_passes=%llu timer_visits=%llu peers=%zu "
-           "timed=%zu pooled_frames=%zu",
+           "timed=%zu pooled_frames=%zu rx_ring_drops=%llu recoveries=%llu spurious_rto=%llu "
+           "recovery_resends=%llu",
            (unsigned long long)st_.bad_len, (unsigned long long)st_.bad_version,
            (unsigned long long)st_.bad_job, (unsigned long long)st_.bad_ep, (unsigned long long)st_.bad_csum,
            (unsigned long long)st_.stale, (unsigned long long)st_.injected_drops,
@@ -1193,7 +1260,9 @@ std::string EthDevice::stats(size_t max_peers) const {
            (unsigned long long)st_.replays, (unsigned long long)st_.held, (unsigned long long)st_.revived,
            (unsigned long long)st_.resets, int(cfg_.auth), (unsigned long long)st_.bundled,
            (unsigned long long)st_.rx_bundles, (unsigned long long)st_.timer_passes,
-           (unsigned long long)st_.timer_visits, peers_.size(), timed_.size(), frame_pool_.size());
+           (unsigned long long)st_.timer_visits, peers_.size(), timed_.size(), frame_pool_.size(),
+           (unsigned long long)ring_drops, (unsigned long long)st_.recoveries,
+           (unsigned long long)st_.spurious_rto, (unsigned long long)st_.recovery_resends);
   s += buf;
   for (const Peer& p : peers_) {
     if (max_peers-- == 0) break;

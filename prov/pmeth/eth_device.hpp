@@ -47,6 +47,14 @@ struct DeviceConfig {
   bool checksum = true;
   // Small packets to one peer between two flushes share a frame.
   bool bundle = true;
+  // The timestamp echoed back is advanced by how long this side held the
+  // frame before answering (from the kernel's receive time where the wire
+  // gives it), so a descheduled receiver does not inflate the sender's RTT.
+  bool echo_hold = true;
+  // After a retransmission timeout, the acknowledgement of the resent frame
+  // releases the resending of what followed it (a lost tail costs one RTO,
+  // not one per frame); off: one frame per RTO.
+  bool tail_recovery = true;
   // Frame authentication (eth_auth.hpp): every frame carries a MAC under
   // `key`; frames without a valid one are dropped before any state exists.
   bool auth = false;
@@ -160,6 +168,12 @@ class EthDevice final : public Device {
     uint64_t rto_ns = 0, srtt_ns = 0, rttvar_ns = 0;
     uint64_t rto_deadline = 0;    // 0: no timer
     uint32_t tries = 0;
+    // Tail recovery (cfg.tail_recovery): after an RTO resent `una`, frames
+    // [recover_next, recover_end) are resent as acknowledgements come back,
+    // unless the first one shows the originals arrived (a spurious RTO).
+    uint32_t recover_end = 0, recover_next = 0;
+    bool recovering = false;
+    bool recover_first = false;   // no acknowledgement since the RTO yet
     uint64_t hello_deadline = 0;
     uint32_t hello_tries = 0;
     uint64_t tickets_sent = 0;    // frames ever sent in this incarnation
@@ -171,6 +185,7 @@ class EthDevice final : public Device {
     uint64_t ack_deadline = 0;    // nonzero: an ACK is owed by then
     bool ack_queued = false;      // in ack_due_ (at most once)
     uint32_t last_ts = 0;         // newest timestamp seen, echoed back
+    uint64_t last_ts_at = 0;      // when the frame that carried it arrived
     uint64_t nak_sent_ns = 0;
     uint32_t nak_seq = 0;
     std::vector<RxSlot> reorder;
@@ -221,6 +236,8 @@ class EthDevice final : public Device {
   void retransmit(Peer& p, uint32_t seq, int rail = -1);
   void handle_frame(unsigned rail, const uint8_t* f, size_t len, PacketSink& sink, uint64_t now);
   void handle_ack(Peer& p, uint32_t ack, uint16_t window, uint32_t ts_echo, uint64_t now);
+  void start_recovery(Peer& p);
+  void continue_recovery(Peer& p, uint32_t acked);
   bool deliver(PeerId id, uint8_t flags, const uint8_t* body, size_t len, PacketSink& sink);
   void close_open() noexcept;
   bool bundleable(size_t len) const noexcept { return cfg_.bundle && kFrameOverhead + len <= frame_cap_ / 2; }
@@ -284,6 +301,10 @@ class EthDevice final : public Device {
   uint64_t heard_epoch_ns_ = 0;
   size_t heard_now_ = 0, heard_prev_ = 0;
   uint64_t last_rx_ns_ = 0;       // any frame (close lingers while they come)
+  // CLOCK_REALTIME minus CLOCK_MONOTONIC (wires stamp frames in real time),
+  // refreshed with the receive window (every millisecond of polling).
+  int64_t real_off_ns_ = 0;
+  uint64_t frame_rx_ns_ = 0;      // when the frame being handled arrived (monotonic)
   std::mt19937_64 rng_;
   uint64_t next_timer_ns_ = 0;
   uint64_t next_window_ns_ = 0;
@@ -294,7 +315,8 @@ class EthDevice final : public Device {
   struct Stats {
     uint64_t bad_len = 0, bad_version = 0, bad_job = 0, bad_ep = 0, bad_csum = 0, stale = 0,
              injected_drops = 0, tx_full = 0, bad_mac = 0, replays = 0, held = 0, revived = 0,
-             resets = 0, bundled = 0, rx_bundles = 0, timer_visits = 0, timer_passes = 0;
+             resets = 0, bundled = 0, rx_bundles = 0, timer_visits = 0, timer_passes = 0,
+             recoveries = 0, spurious_rto = 0, recovery_resends = 0;
   } st_;
 };
 

@@ -68,6 +68,14 @@ const ParamSpec kParams[] = {
     {"ack_every", T::kSize, "frames received before an acknowledgement is sent at once", "32"},
     {"delayed_ack_us", T::kInt,
      "longest wait for traffic back to carry an acknowledgement before one is sent alone", "50"},
+    {"echo_hold", T::kBool,
+     "the timestamp a receiver echoes is advanced by how long it held the frame (from the kernel's "
+     "receive time): a descheduled receiver does not inflate its senders' round-trip times and timeouts",
+     "1"},
+    {"tail_recovery", T::kBool,
+     "after a retransmission timeout, the frames sent after the resent one are resent as soon as its "
+     "acknowledgement comes back, unless that shows the timeout was spurious (0: one frame per timeout)",
+     "1"},
     {"rto_init_us", T::kInt, "retransmission timeout before the round trip is measured", "2000"},
     {"rto_min_us", T::kInt, "lower bound of the retransmission timeout", "200"},
     {"rto_max_us", T::kInt, "upper bound of the retransmission timeout (and of its backoff)", "1000000"},
@@ -592,6 +600,8 @@ class PmEth final : public ProviderDef {
     dc.drop_rate = atof(g_params.get_string("drop_rate").c_str());
     dc.checksum = g_params.get_bool("checksum");
     dc.bundle = g_params.get_bool("bundle");
+    dc.echo_hold = g_params.get_bool("echo_hold");
+    dc.tail_recovery = g_params.get_bool("tail_recovery");
     std::unique_ptr<EthDevice> eth = EthDevice::open(dc, std::move(rails), wc.ep_id, err);
     if (!eth) return nullptr;
     eth->keep_claims(std::move(claims));

@@ -1337,7 +1337,9 @@ Test(eth, malformed_frames_are_dropped_and_counted) {
   cr_assert_eq(rx[0].h.src_epoch, dev_epoch);
   cr_assert_eq(rx[0].h.ack, 2u);
   cr_assert_eq(rx[0].h.seq, 0u);
-  cr_assert_eq(rx[0].h.ts_echo, 0x01020304u);
+  // Echoed, advanced by the µs the device held it (echo_hold): a few at most.
+  cr_assert(rx[0].h.ts_echo >= 0x01020304u && rx[0].h.ts_echo - 0x01020304u < 5000u, "echo 0x%08x",
+            rx[0].h.ts_echo);
 
   // A duplicate: not delivered again, acknowledged at once.
   inject(d, raw_frame(h, data_body(1, 20)));
@@ -2059,4 +2061,120 @@ Test(eth, an_ack_for_the_open_frame_leaves_it_intact) {
     seen = true;
   }
   cr_assert(seen, "the open frame was not sent");
+}
+
+// --- a descheduled receiver, a lost tail -----------------------------------------
+
+namespace {
+
+// Polls only `dev` for `seconds` (the other side is "descheduled").
+void poll_only(EthDevice& dev, Recorder& rec, double seconds) {
+  uint64_t end = pm::now_ns() + uint64_t(seconds * 1e9);
+  while (pm::now_ns() < end) dev.poll(rec, 64);
+}
+
+// a sends `n` packets while b is not polled for `hold_s`; then both run
+// until every packet is acknowledged. Returns a's RTO towards b after.
+uint64_t rto_after_a_held_receiver(const DeviceConfig& cfg, unsigned n, double hold_s) {
+  g_a = open_dev(1, cfg);
+  g_b = open_dev(2, cfg);
+  PeerId to_b = resolve(*g_a, *g_b);
+  send_blocking(*g_a, to_b, 0, 10);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
+  for (unsigned i = 1; i <= n; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, 100), 0);
+  poll_only(*g_a, g_ra, hold_s);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 1 + n) == 1; }), "%s\n%s", g_a->stats().c_str(),
+            g_b->stats().c_str());
+  cr_assert_eq(g_rb.got.size(), n + 1);
+  PeerId from_a = resolve(*g_b, *g_a);
+  for (unsigned i = 1; i <= n; i++) check_pkt(g_rb.got[i], from_a, i, 100);
+  return peer_stat(*g_a, 2, "rto_us");
+}
+
+}  // namespace
+
+// The frames waited 60 ms in the receiver's queue: its echo says so, and
+// the sender's RTO stays near the network's round trip (rto_max 200 ms
+// here, so an inflated sample would show).
+Test(eth, a_descheduled_receiver_does_not_inflate_the_senders_rto) {
+  DeviceConfig cfg = config();
+  cfg.rto_max_us = 200000;
+  cfg.retries = 40;
+  uint64_t rto = rto_after_a_held_receiver(cfg, 4, 0.06);
+  cr_assert_lt(rto, 20000u, "RTO %llu us after a 60 ms hold:\n%s", (unsigned long long)rto, g_a->stats().c_str());
+  // The spurious RTOs during the hold were recognised: nothing but the
+  // timer's own resends of the oldest frame went twice.
+  cr_assert_eq(dev_stat(*g_a, "recovery_resends"), 0u, "%s", g_a->stats().c_str());
+  cr_assert_geq(dev_stat(*g_a, "spurious_rto"), 1u, "%s", g_a->stats().c_str());
+}
+
+// Without the correction the same hold inflates it (the test above can fail).
+Test(eth, without_echo_hold_the_held_receiver_inflates_the_rto) {
+  DeviceConfig cfg = config();
+  cfg.rto_max_us = 200000;
+  cfg.retries = 40;
+  cfg.echo_hold = false;
+  uint64_t rto = rto_after_a_held_receiver(cfg, 4, 0.06);
+  cr_assert_gt(rto, 20000u, "RTO %llu us after a 60 ms hold:\n%s", (unsigned long long)rto, g_a->stats().c_str());
+}
+
+namespace {
+
+// The receiver's queue holds `cap` frames while it is not polled: a window of
+// 32 sent into it loses its tail. Returns how many frames were resent.
+uint64_t lose_a_tail(const DeviceConfig& cfg, unsigned cap) {
+  g_a = open_dev(1, cfg);
+  g_b = open_dev(2, cfg);
+  PeerId to_b = resolve(*g_a, *g_b);
+  send_blocking(*g_a, to_b, 0, 10);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
+  LoopFaults f = faults();
+  f.rx_cap = cap;
+  set_faults(f);
+  const unsigned n = kWindow;
+  for (unsigned i = 1; i <= n; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, 300), 0, "send %u", i);
+  g_a->flush();
+  cr_assert_eq(dev_stat(*g_b, "rx_ring_drops"), n - cap, "%s", g_b->stats().c_str());
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 1 + n) == 1; }, 10), "%s\n%s", g_a->stats().c_str(),
+            g_b->stats().c_str());
+  cr_assert_eq(g_rb.got.size(), n + 1);
+  PeerId from_a = resolve(*g_b, *g_a);
+  for (unsigned i = 1; i <= n; i++) check_pkt(g_rb.got[i], from_a, i, 300);
+  pump_for(0.02);
+  cr_assert_eq(g_rb.got.size(), n + 1, "duplicates delivered");
+  return peer_stat(*g_a, 2, "retrans");
+}
+
+}  // namespace
+
+// 28 of 32 frames dropped by a full receive queue, none after them to show
+// the gap: after one RTO, the acknowledgements of the resent frames release
+// the rest (counted as recovery resends), instead of one RTO per frame.
+Test(eth, a_lost_tail_is_resent_after_one_timeout) {
+  DeviceConfig cfg = slow_config();  // RTO 50 ms: an RTO per frame would be 28 of them
+  cfg.retries = 40;
+  cfg.dead_ms = 60000;
+  uint64_t t0 = pm::now_ns();
+  uint64_t resent = lose_a_tail(cfg, 4);
+  double s = double(pm::now_ns() - t0) / 1e9;
+  uint64_t rec = dev_stat(*g_a, "recoveries"), res = dev_stat(*g_a, "recovery_resends");
+  cr_log_info("tail of 28: %llu resent, %llu recoveries, %llu recovery resends, %.3f s", (unsigned long long)resent,
+              (unsigned long long)rec, (unsigned long long)res, s);
+  cr_assert_geq(res, kWindow - 4 - 1, "%s", g_a->stats().c_str());
+  // Each RTO is one recovery at most; the tail needs one or two (the
+  // receiver's window share, 3 frames of its 4, paces the resends).
+  cr_assert_leq(rec, 2u, "%s", g_a->stats().c_str());
+  cr_assert_eq(dev_stat(*g_a, "spurious_rto"), 0u, "%s", g_a->stats().c_str());
+}
+
+// The same without tail recovery: one frame per RTO (what the test above
+// guards against).
+Test(eth, without_tail_recovery_each_lost_frame_waits_for_an_rto, .timeout = 30) {
+  DeviceConfig cfg = config();
+  cfg.tail_recovery = false;
+  cfg.retries = 40;
+  cfg.dead_ms = 60000;
+  lose_a_tail(cfg, 4);
+  cr_assert_eq(dev_stat(*g_a, "recovery_resends"), 0u);
+  cr_assert_geq(peer_stat(*g_a, 2, "retrans"), kWindow - 4u);
 }

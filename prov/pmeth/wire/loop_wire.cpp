@@ -71,6 +71,10 @@ class LoopWire final : public Wire {
       for (LoopWire* w : s.wires)
         if (w->cfg_.ep_id == dst && memcmp(w->mac_, f[i].data, 6) == 0) to = w;
       if (!to || s.faults.down || u(s.rng) < s.faults.drop) continue;
+      if (s.faults.rx_cap && to->q_.size() >= s.faults.rx_cap) {
+        to->dropped_++;  // a full receive ring
+        continue;
+      }
       Pkt p{std::vector<uint8_t>(f[i].data, f[i].data + f[i].len), now + uint64_t(s.faults.delay_us) * 1000};
       if (u(s.rng) < s.faults.corrupt && p.data.size() > 14) {
         size_t k = 14 + s.rng() % (p.data.size() - 14);
@@ -99,11 +103,13 @@ class LoopWire final : public Wire {
 
   int rx_burst(Frame* f, int max) noexcept override {
     taken_.clear();
+    taken_at_.clear();
     {
       std::lock_guard<std::mutex> g(g_mu);
       uint64_t now = now_ns();
       while (int(taken_.size()) < max && !q_.empty() && q_.front().at <= now) {
         taken_.push_back(std::move(q_.front().data));
+        taken_at_.push_back(q_.front().at);
         q_.pop_front();
       }
       // A held frame with nothing behind it is released after a while.
@@ -112,7 +118,13 @@ class LoopWire final : public Wire {
         held_.reset();
       }
     }
-    for (size_t i = 0; i < taken_.size(); i++) f[i] = Frame{taken_[i].data(), taken_[i].size()};
+    // Arrival times on the real-time clock, as AF_PACKET's ring gives them.
+    timespec rt{}, mt{};
+    clock_gettime(CLOCK_REALTIME, &rt);
+    clock_gettime(CLOCK_MONOTONIC, &mt);
+    int64_t off = (int64_t(rt.tv_sec) - int64_t(mt.tv_sec)) * 1000000000 + (rt.tv_nsec - mt.tv_nsec);
+    for (size_t i = 0; i < taken_.size(); i++)
+      f[i] = Frame{taken_[i].data(), taken_[i].size(), uint64_t(int64_t(taken_at_[i]) + off)};
     uint64_t v;
     ssize_t r = read(efd_.get(), &v, sizeof v);
     (void)r;
@@ -128,6 +140,14 @@ class LoopWire final : public Wire {
     std::lock_guard<std::mutex> g(g_mu);
     return !segments()[cfg_.iface].faults.down;
   }
+  size_t rx_capacity() const noexcept override {
+    std::lock_guard<std::mutex> g(g_mu);
+    return segments()[cfg_.iface].faults.rx_cap;
+  }
+  uint64_t rx_dropped() noexcept override {
+    std::lock_guard<std::mutex> g(g_mu);
+    return dropped_;
+  }
 
  private:
   friend void pm::eth::loop_set_faults(const std::string&, const LoopFaults&);
@@ -137,6 +157,8 @@ class LoopWire final : public Wire {
   std::deque<Pkt> q_;
   std::unique_ptr<Pkt> held_;
   std::vector<std::vector<uint8_t>> taken_;
+  std::vector<uint64_t> taken_at_;
+  uint64_t dropped_ = 0;
 };
 
 }  // namespace

@@ -14,6 +14,8 @@ struct LoopFaults {
   unsigned delay_us = 0; // every frame arrives this late
   unsigned seed = 1;
   bool down = false;     // link down: frames vanish, link_up() is false
+  unsigned rx_cap = 0;   // frames a receiver holds unpolled; more are dropped
+                         // and counted in rx_dropped() (0: unbounded)
 };
 
 // Faults of a segment (frames sent after the call); thread-safe.

@@ -148,6 +148,7 @@ class PacketWire final : public Wire {
       if (!(__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER)) break;
       f[n].data = reinterpret_cast<uint8_t*>(h) + h->tp_mac;
       f[n].len = h->tp_snaplen;
+      f[n].rx_real_ns = uint64_t(h->tp_sec) * 1000000000ull + h->tp_nsec;
       n++;
       idx = (idx + 1) % rx_.tp_frame_nr;
     }
@@ -168,6 +169,14 @@ class PacketWire final : public Wire {
   int fd() const noexcept override { return fd_.get(); }
   size_t mtu() const noexcept override { return mtu_; }
   size_t rx_capacity() const noexcept override { return rx_.tp_frame_nr; }
+  // The kernel's count (a full ring, or the socket's receive buffer) is
+  // reset by every read: accumulated here.
+  uint64_t rx_dropped() noexcept override {
+    tpacket_stats st{};
+    socklen_t l = sizeof st;
+    if (getsockopt(fd_.get(), SOL_PACKET, PACKET_STATISTICS, &st, &l) == 0) drops_ += st.tp_drops;
+    return drops_;
+  }
   const uint8_t* mac() const noexcept override { return mac_; }
   const char* kind() const noexcept override { return broker_conn_ ? "af_packet/broker" : "af_packet"; }
   // Administratively up and with carrier. The carrier comes from ethtool
@@ -214,6 +223,7 @@ class PacketWire final : public Wire {
   uint32_t rx_head_ = 0, tx_head_ = 0;
   int rx_taken_ = 0;
   int pending_ = 0;
+  uint64_t drops_ = 0;
 };
 
 }  // namespace

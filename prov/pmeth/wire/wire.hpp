@@ -12,6 +12,9 @@ namespace pm::eth {
 struct Frame {
   const uint8_t* data;
   size_t len;
+  // Received frames: when the kernel took it (CLOCK_REALTIME, ns), where the
+  // backend knows; 0 otherwise (the device then counts from its poll).
+  uint64_t rx_real_ns = 0;
 };
 
 class Wire {
@@ -34,6 +37,10 @@ class Wire {
   virtual size_t mtu() const noexcept = 0;
   // Frames the receive side can hold before the kernel drops (0: unbounded).
   virtual size_t rx_capacity() const noexcept { return 0; }
+  // Frames for this endpoint the kernel dropped for want of room on the
+  // receive side since the wire opened (slow path: may syscall; 0 where the
+  // backend cannot tell).
+  virtual uint64_t rx_dropped() noexcept { return 0; }
   virtual const uint8_t* mac() const noexcept = 0;
   // Whether the link can carry frames now (slow path: may syscall).
   virtual bool link_up() noexcept { return true; }

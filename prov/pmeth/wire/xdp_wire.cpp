@@ -174,6 +174,14 @@ class XdpWire final : public Wire {
   int fd() const noexcept override { return xsk_socket__fd(xsk_); }
   size_t mtu() const noexcept override { return mtu_; }
   size_t rx_capacity() const noexcept override { return rx_frames_; }
+  // The socket's counters (not reset by reading): frames dropped because the
+  // RX ring was full or the fill ring had no chunk, or for other reasons.
+  uint64_t rx_dropped() noexcept override {
+    xdp_statistics st{};
+    socklen_t l = sizeof st;
+    if (getsockopt(xsk_socket__fd(xsk_), SOL_XDP, XDP_STATISTICS, &st, &l) != 0) return 0;
+    return st.rx_dropped + st.rx_ring_full + st.rx_fill_ring_empty_descs;
+  }
   const uint8_t* mac() const noexcept override { return mac_; }
   const char* kind() const noexcept override { return kind_.c_str(); }
   bool link_up() noexcept override { return iface_link_up(xsk_socket__fd(xsk_), iface_); }
