@@ -18,7 +18,8 @@
 # for pmeth the frames, retransmissions and drops summed from every rank's
 # statistics. Exit 0 only if every rank of every run exits 0 and pmeth's
 # frames went over the wire. Everything created is removed on exit.
-# Exit 77 (skip) without namespaces.
+# Exit 77 (skip) without namespaces. PM_CLUSTER_LOGS=DIR keeps every rank's
+# output (with its statistics) under DIR/<provider>/.
 set -u
 build=$(cd "$1" && pwd) || exit 1
 nodes=$2 ranks=$3 provs=$4
@@ -91,18 +92,27 @@ for prov in "${provlist[@]}"; do
         continue
     fi
     echo "== $prov"
+    if [[ -n ${PM_CLUSTER_LOGS:-} ]]; then  # keep every rank's output (statistics) there
+        mkdir -p "$PM_CLUSTER_LOGS/${prov//[^a-z]/_}" && cp "$dir"/rank*.log "$PM_CLUSTER_LOGS/${prov//[^a-z]/_}/"
+    fi
     grep '^pattern' "$dir/rank0.log" | sed 's/^/  /'
     while read -r _ name _ _ _ _ _ _ _ t; do result["$prov/$name"]=$t; done < <(grep '^pattern' "$dir/rank0.log")
     if [[ $prov == pmeth ]]; then
         cat "$dir"/rank*.log | awk '
             / eth: / { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "tx_frames" && !seen) { tx += kv[2]; seen = 1 } }
-                       if (match($0, /tx_ring_full=[0-9]+/)) full += substr($0, RSTART + 13, RLENGTH - 13); seen = 0; eps++ }
+                       if (match($0, /tx_ring_full=[0-9]+/)) full += substr($0, RSTART + 13, RLENGTH - 13)
+                       if (match($0, /rx_ring_drops=[0-9]+/)) rd += substr($0, RSTART + 14, RLENGTH - 14)
+                       if (match($0, / recoveries=[0-9]+/)) rc += substr($0, RSTART + 12, RLENGTH - 12)
+                       if (match($0, /recovery_resends=[0-9]+/)) rr += substr($0, RSTART + 17, RLENGTH - 17)
+                       if (match($0, /spurious_rto=[0-9]+/)) sp += substr($0, RSTART + 13, RLENGTH - 13)
+                       seen = 0; eps++ }
             /^  peer / { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "retrans") rt += kv[2];
                                                      if (kv[1] == "window_stalls") ws += kv[2] } }
             /composite:/ { if (match($0, /[0-9]+ peers through shared memory/)) shm += substr($0, RSTART, RLENGTH) + 0 }
             END { want_shm += 0; printf "  pmeth statistics, all %d endpoints: tx_frames %d, retransmissions %d, window stalls %d, tx_ring_full %d, peers through shared memory %d\n", eps, tx, rt, ws, full, shm
+                  printf "  receive rings: %d frames dropped by the kernel (full ring); tail recoveries %d (%d frames resent by them), spurious RTOs %d\n", rd, rc, rr, sp
                   if (eps == 0 || tx == 0 || shm != want_shm) exit 1 }' want_shm=$((ranks * (ranks / nodes - 1))) || { echo "cluster.sh: FAIL: pmeth frames did not all go over the wire"; fail=1; }
-        r0=$(grep -m1 ' eth: ' "$dir/rank0.log" | grep -o 'rx_frames=[0-9]*' | head -1)
+        r0=$(grep -m1 ' eth: ' "$dir/rank0.log" | grep -o 'rx_frames=[0-9]*\|rx_ring_drops=[0-9]*' | head -2 | tr '\n' ' ')
         echo "  rank 0 (the incast receiver): $r0; retransmissions to it from all ranks:" \
              "$(awk '/^  peer .*@0*1000[;$ ]/ { for (i=1;i<=NF;i++) { split($i,kv,"="); if (kv[1]=="retrans") s+=kv[2] } } END { print s+0 }' "$dir"/rank*.log)"
     fi

@@ -25,6 +25,8 @@ constexpr uint64_t kLinkCheckNs = 20000000;    // local link state, every 20 ms
 constexpr uint64_t kRailProbeNs = 10000000;    // a rail out of use is probed every 10 ms
 constexpr uint32_t kRailSilentRtos = 3;        // timeouts with a rail silent before it is taken out
 constexpr uint64_t kNakHoldMinNs = 100000;     // trunks: a gap may be striping, not loss
+constexpr uint64_t kStaleWindowNs = 10000000;  // a peer's window not confirmed for 10 ms is stale:
+constexpr uint32_t kStaleWindowFrames = 4;     // at most this many frames in flight until it is
 
 uint32_t random32() {
   uint32_t v = 0;
@@ -395,12 +397,21 @@ int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
   }
   if (open_.peer != kNoPeer) close_open();
   uint32_t limit = std::min<uint32_t>(cfg_.window, p.peer_window);
-  if (p.next_seq - p.una >= limit) {
+  uint32_t in_flight = p.next_seq - p.una;
+  if (in_flight >= limit) {
     p.window_stalls++;
     return -FI_EAGAIN;
   }
   // The clock is read once per frame, and only for a frame that goes.
   uint64_t now = now_ns();
+  // The peer's window is a share of its receive ring among the senders it
+  // heard lately; one learnt long ago may be stale (more senders since):
+  // until the peer is heard again, only a few frames go (as TCP restarts
+  // its window after idle).
+  if (in_flight >= kStaleWindowFrames && now - p.last_heard_ns > kStaleWindowNs) {
+    p.window_stalls++;
+    return -FI_EAGAIN;
+  }
   TxSlot& s = p.ring[p.next_seq % cfg_.window];
   if (!s.frame) s.frame = take_frame();
   uint8_t* f = s.frame.get();
@@ -541,7 +552,9 @@ void EthDevice::handle_ack(Peer& p, uint32_t ack, uint16_t window, uint32_t ts_e
   p.tries = 0;
   if (p.recovering) continue_recovery(p, acked);
   if (ts_echo) {
-    uint64_t rtt = uint64_t(uint32_t(now / 1000) - ts_echo) * 1000;
+    // Up to when the kernel took the frame (where the wire says): our own
+    // delay in reading it is not the network's either.
+    uint64_t rtt = uint64_t(uint32_t((cfg_.echo_hold ? frame_rx_ns_ : now) / 1000) - ts_echo) * 1000;
     if (rtt < 10000000000ull) {
       if (!p.srtt_ns) {
         p.srtt_ns = rtt;
@@ -789,7 +802,9 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
   p.last_heard_ns = now;
   if (p.heard_epoch != heard_epoch_) {
     p.heard_epoch = heard_epoch_;
-    heard_now_++;
+    // More senders than the current shares were made for: smaller shares
+    // now, not at the next update (the ACKs about to go carry them).
+    if (++heard_now_ > window_active_) set_shares();
   }
   p.probe_gap_ns = 0;
   p.rx_frames++;
@@ -992,7 +1007,15 @@ void EthDevice::update_window(uint64_t now) {
     heard_now_ = 0;
     heard_epoch_++;
   }
+  set_shares();
+}
+
+void EthDevice::set_shares() {
+  size_t cap = 0;
+  for (const Rail& r : rails_) cap += r.wire->rx_capacity();
+  if (!cap) return;
   size_t active = std::max(heard_now_, heard_prev_);
+  window_active_ = active;
   size_t share = cap / std::max<size_t>(active, 1) * 3 / 4;
   adv_window_ = uint16_t(std::clamp<size_t>(share, 2, std::min<uint32_t>(cfg_.window, 65535)));
 }
@@ -1252,7 +1275,7 @@ std::string EthDevice::stats(size_t max_peers) const {
            "injected=%llu tx_ring_full=%llu bad_mac=%llu replays=%llu held=%llu revived=%llu "
            "resets=%llu auth=%d bundled=%llu rx_bundles=%llu timer_passes=%llu timer_visits=%llu peers=%zu "
            "timed=%zu pooled_frames=%zu rx_ring_drops=%llu recoveries=%llu spurious_rto=%llu "
-           "recovery_resends=%llu",
+           "recovery_resends=%llu adv_window=%u",
            (unsigned long long)st_.bad_len, (unsigned long long)st_.bad_version,
            (unsigned long long)st_.bad_job, (unsigned long long)st_.bad_ep, (unsigned long long)st_.bad_csum,
            (unsigned long long)st_.stale, (unsigned long long)st_.injected_drops,
@@ -1262,17 +1285,17 @@ std::string EthDevice::stats(size_t max_peers) const {
            (unsigned long long)st_.rx_bundles, (unsigned long long)st_.timer_passes,
            (unsigned long long)st_.timer_visits, peers_.size(), timed_.size(), frame_pool_.size(),
            (unsigned long long)ring_drops, (unsigned long long)st_.recoveries,
-           (unsigned long long)st_.spurious_rto, (unsigned long long)st_.recovery_resends);
+           (unsigned long long)st_.spurious_rto, (unsigned long long)st_.recovery_resends, unsigned(adv_window_));
   s += buf;
   for (const Peer& p : peers_) {
     if (max_peers-- == 0) break;
     snprintf(buf, sizeof buf,
              "\n  peer %s: tx_frames=%llu tx_bytes=%llu rx_frames=%llu rx_bytes=%llu retrans=%llu dups=%llu "
-             "out_of_order=%llu window_stalls=%llu srtt_us=%llu rto_us=%llu",
+             "out_of_order=%llu window_stalls=%llu srtt_us=%llu rto_us=%llu window=%u",
              format_name(p.name).c_str(), (unsigned long long)p.tx_frames, (unsigned long long)p.tx_bytes,
              (unsigned long long)p.rx_frames, (unsigned long long)p.rx_bytes, (unsigned long long)p.retrans,
              (unsigned long long)p.dups, (unsigned long long)p.ooo, (unsigned long long)p.window_stalls,
-             (unsigned long long)(p.srtt_ns / 1000), (unsigned long long)(p.rto_ns / 1000));
+             (unsigned long long)(p.srtt_ns / 1000), (unsigned long long)(p.rto_ns / 1000), unsigned(p.peer_window));
     s += buf;
   }
   return s;

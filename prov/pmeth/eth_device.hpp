@@ -258,6 +258,7 @@ class EthDevice final : public Device {
   void give_frame(std::unique_ptr<uint8_t[]> f);
   void release_acked(Peer& p, uint32_t from, uint32_t to);
   void update_window(uint64_t now);
+  void set_shares();
   void declare_unreachable(Peer& p, const char* why);
 
   DeviceConfig cfg_;
@@ -300,6 +301,7 @@ class EthDevice final : public Device {
   uint32_t heard_epoch_ = 1;
   uint64_t heard_epoch_ns_ = 0;
   size_t heard_now_ = 0, heard_prev_ = 0;
+  size_t window_active_ = 0;      // the senders adv_window_ was shared among
   uint64_t last_rx_ns_ = 0;       // any frame (close lingers while they come)
   // CLOCK_REALTIME minus CLOCK_MONOTONIC (wires stamp frames in real time),
   // refreshed with the receive window (every millisecond of polling).

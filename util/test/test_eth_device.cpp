@@ -2178,3 +2178,56 @@ Test(eth, without_tail_recovery_each_lost_frame_waits_for_an_rto, .timeout = 30)
   cr_assert_eq(dev_stat(*g_a, "recovery_resends"), 0u);
   cr_assert_geq(peer_stat(*g_a, 2, "retrans"), kWindow - 4u);
 }
+
+// A window learnt 30 ms ago may be stale (the receiver may share its ring
+// with more senders since): only a few frames go until the peer is heard
+// again, then the whole window.
+Test(eth, a_stale_window_lets_only_a_few_frames_go_until_the_peer_is_heard) {
+  g_a = open_dev(1, slow_config());
+  g_b = open_dev(2, slow_config());
+  PeerId to_b = resolve(*g_a, *g_b);
+  send_blocking(*g_a, to_b, 0, 10);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
+  usleep(30000);
+  unsigned sent = 0;
+  while (sent < kWindow && send_pkt(*g_a, to_b, 1 + sent, 100) == 0) sent++;
+  cr_assert_eq(sent, 4u, "%u frames went on a 30 ms old window", sent);
+  // b takes them and acknowledges: the window is current again.
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 1 + sent) == 1; }));
+  unsigned more = 0;
+  while (sent + more < kWindow && send_pkt(*g_a, to_b, 1 + sent + more, 100) == 0) more++;
+  cr_assert_eq(more, kWindow - 4, "%u more after the peer was heard", more);
+  cr_assert(pump([&] { return g_rb.got.size() == 1 + kWindow; }));
+  PeerId from_a = resolve(*g_b, *g_a);
+  for (unsigned i = 1; i <= kWindow; i++) check_pkt(g_rb.got[i], from_a, i, 100);
+}
+
+// The other half: the acknowledgements wait 60 ms in the sender's queue.
+// The sample runs to when they arrived, not to when the sender read them.
+Test(eth, a_sender_reading_its_acks_late_keeps_its_rto) {
+  for (bool hold : {true, false}) {
+    DeviceConfig cfg = config();
+    cfg.rto_max_us = 200000;
+    cfg.retries = 40;
+    cfg.echo_hold = hold;
+    g_b.reset();
+    g_a.reset();
+    g_rb.got.clear();
+    g_seg = new_segment();
+    g_a = open_dev(1, cfg);
+    g_b = open_dev(2, cfg);
+    PeerId to_b = resolve(*g_a, *g_b);
+    send_blocking(*g_a, to_b, 0, 10);
+    cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
+    for (unsigned i = 1; i <= 4; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, 100), 0);
+    g_a->flush();
+    poll_only(*g_b, g_rb, 0.06);
+    cr_assert_eq(g_rb.got.size(), 5u);
+    cr_assert(pump([&] { return g_a->tx_state(to_b, 5) == 1; }));
+    uint64_t rto = peer_stat(*g_a, 2, "rto_us");
+    if (hold)
+      cr_assert_lt(rto, 20000u, "RTO %llu us:\n%s", (unsigned long long)rto, g_a->stats().c_str());
+    else
+      cr_assert_gt(rto, 20000u, "RTO %llu us without echo_hold:\n%s", (unsigned long long)rto, g_a->stats().c_str());
+  }
+}
