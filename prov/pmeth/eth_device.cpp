@@ -250,12 +250,10 @@ void EthDevice::build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint1
   // they cannot pass a stale timestamp off as a slow round trip.
   h.ts_echo = p.last_ts;
   if (p.last_ts && cfg_.echo_hold) {
-    // Advanced by how long we held it (the peer subtracts the echo from its
-    // clock: its RTT sample is then the network's, not our scheduling's).
+    // With how long we held it: the peer takes that out of its RTT sample,
+    // which is then the network's, not our scheduling's.
     uint64_t t = now ? now : now_ns();
-    uint64_t held = t > p.last_ts_at ? t - p.last_ts_at : 0;
-    h.ts_echo = p.last_ts + uint32_t(held / 1000);
-    if (!h.ts_echo) h.ts_echo = 1;  // 0 means no echo
+    h.hold = hold_code(t > p.last_ts_at ? t - p.last_ts_at : 0);
   }
   p.last_ts = 0;
   encode_hdr(f + kEthHdr, h);
@@ -539,7 +537,9 @@ void EthDevice::retransmit(Peer& p, uint32_t seq, int rail) {
   }
 }
 
-void EthDevice::handle_ack(Peer& p, uint32_t ack, uint16_t window, uint32_t ts_echo, uint64_t now) {
+void EthDevice::handle_ack(Peer& p, const FrameHdr& h, uint64_t now) {
+  uint32_t ack = h.ack, ts_echo = h.ts_echo;
+  uint16_t window = h.window;
   // 0 is STOP: nothing new goes until a GO (a later window); a stalled
   // sender probes for it (run_timers), so a lost GO cannot stall it.
   p.peer_window = uint16_t(std::min<uint32_t>(window, cfg_.window));
@@ -550,11 +550,13 @@ void EthDevice::handle_ack(Peer& p, uint32_t ack, uint16_t window, uint32_t ts_e
   release_acked(p, p.una, ack);
   p.una = ack;
   p.tries = 0;
-  if (p.recovering) continue_recovery(p, acked);
+  if (p.recovering) continue_recovery(p, acked, ts_echo);
   if (ts_echo) {
-    // Up to when the kernel took the frame (where the wire says): our own
-    // delay in reading it is not the network's either.
+    // From our timestamp to when the kernel took the echo (where the wire
+    // says: our delay in reading it is not the network's), less how long
+    // the peer held the frame before answering.
     uint64_t rtt = uint64_t(uint32_t((cfg_.echo_hold ? frame_rx_ns_ : now) / 1000) - ts_echo) * 1000;
+    if (cfg_.echo_hold) rtt = rtt >= hold_ns(h.hold) ? rtt - hold_ns(h.hold) : UINT64_MAX;
     if (rtt < 10000000000ull) {
       if (!p.srtt_ns) {
         p.srtt_ns = rtt;
@@ -574,7 +576,7 @@ void EthDevice::handle_ack(Peer& p, uint32_t ack, uint16_t window, uint32_t ts_e
 // An RTO resent `una`: what was sent after it is suspect too. It is resent
 // as acknowledgements show the peer is back (continue_recovery), not now:
 // a receiver that is only slow would get it all twice.
-void EthDevice::start_recovery(Peer& p) {
+void EthDevice::start_recovery(Peer& p, uint64_t now) {
   if (!cfg_.tail_recovery || p.una + 1 == p.next_seq) return;  // nothing after it
   if (!p.recovering) st_.recoveries++;
   // Again from the start on every RTO: what this recovery resent before
@@ -583,18 +585,22 @@ void EthDevice::start_recovery(Peer& p) {
   p.recover_end = p.next_seq;
   p.recover_next = p.una + 1;
   p.recover_first = true;
+  p.recover_ts = uint32_t(now / 1000);  // the resent frame's timestamp is no earlier
 }
 
-// `acked` frames were just acknowledged during a recovery. If the first
-// acknowledgement after the RTO covers more than the resent frame, the
-// originals arrived: the RTO was spurious and nothing more is resent.
-// Otherwise the frames after the new `una` that went before the RTO are
-// resent, up to the peer's window (each once per recovery).
-void EthDevice::continue_recovery(Peer& p, uint32_t acked) {
+// `acked` frames were just acknowledged during a recovery. The first
+// acknowledgement after the RTO tells whether it was spurious: when it
+// covers more than the resent frame, or echoes the timestamp of a frame
+// sent before the RTO (the original arrived: the peer was slow, not the
+// frame lost), nothing more is resent. Otherwise the frames after the new
+// `una` that went before the RTO are resent, up to the peer's window, each
+// once per recovery, as acknowledgements come.
+void EthDevice::continue_recovery(Peer& p, uint32_t acked, uint32_t ts_echo) {
   bool first = p.recover_first;
   p.recover_first = false;
-  if (!seq_lt(p.una, p.recover_end) || (first && acked > 1)) {
-    if (first && acked > 1) st_.spurious_rto++;
+  bool spurious = first && (acked > 1 || (ts_echo && int32_t(ts_echo - p.recover_ts) < 0));
+  if (!seq_lt(p.una, p.recover_end) || spurious) {
+    if (spurious) st_.spurious_rto++;
     p.recovering = false;
     return;
   }
@@ -898,7 +904,7 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
       PM_INFO(FI_LOG_EP_DATA, "rail %u to %s carries frames again", rail, format_name(p.name).c_str());
     }
   }
-  handle_ack(p, h.ack, h.window, h.ts_echo, now);
+  handle_ack(p, h, now);
   switch (h.type) {
   case kData: {
     uint32_t W = cfg_.window;
@@ -1086,7 +1092,7 @@ void EthDevice::run_peer_timers(Peer& p, uint64_t now, uint64_t rto_max, uint64_
         rail = int(other_rail(p, r));
       }
       retransmit(p, p.una, rail);
-      start_recovery(p);
+      start_recovery(p, now);
       p.rto_deadline = now + std::min(p.rto_ns << std::min(p.tries, 16u), rto_max);
     }
     // The peer said STOP and nothing of ours is in flight: ask it for its

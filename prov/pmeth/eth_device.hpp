@@ -47,9 +47,10 @@ struct DeviceConfig {
   bool checksum = true;
   // Small packets to one peer between two flushes share a frame.
   bool bundle = true;
-  // The timestamp echoed back is advanced by how long this side held the
-  // frame before answering (from the kernel's receive time where the wire
-  // gives it), so a descheduled receiver does not inflate the sender's RTT.
+  // Frames say how long this side held the frame whose timestamp they echo
+  // (from the kernel's receive time where the wire gives it), and RTT
+  // samples take the peer's hold out and end at the echo's kernel arrival:
+  // a descheduled receiver or sender does not inflate the RTT.
   bool echo_hold = true;
   // After a retransmission timeout, the acknowledgement of the resent frame
   // releases the resending of what followed it (a lost tail costs one RTO,
@@ -174,6 +175,7 @@ class EthDevice final : public Device {
     uint32_t recover_end = 0, recover_next = 0;
     bool recovering = false;
     bool recover_first = false;   // no acknowledgement since the RTO yet
+    uint32_t recover_ts = 0;      // µs timestamp of the RTO (echoes before it: originals)
     uint64_t hello_deadline = 0;
     uint32_t hello_tries = 0;
     uint64_t tickets_sent = 0;    // frames ever sent in this incarnation
@@ -235,9 +237,9 @@ class EthDevice final : public Device {
   void send_hello(Peer& p, uint8_t type);
   void retransmit(Peer& p, uint32_t seq, int rail = -1);
   void handle_frame(unsigned rail, const uint8_t* f, size_t len, PacketSink& sink, uint64_t now);
-  void handle_ack(Peer& p, uint32_t ack, uint16_t window, uint32_t ts_echo, uint64_t now);
-  void start_recovery(Peer& p);
-  void continue_recovery(Peer& p, uint32_t acked);
+  void handle_ack(Peer& p, const FrameHdr& h, uint64_t now);
+  void start_recovery(Peer& p, uint64_t now);
+  void continue_recovery(Peer& p, uint32_t acked, uint32_t ts_echo);
   bool deliver(PeerId id, uint8_t flags, const uint8_t* body, size_t len, PacketSink& sink);
   void close_open() noexcept;
   bool bundleable(size_t len) const noexcept { return cfg_.bundle && kFrameOverhead + len <= frame_cap_ / 2; }

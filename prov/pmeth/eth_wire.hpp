@@ -4,7 +4,8 @@
 //
 //  Ethernet: dst MAC (6) | src MAC (6) | EtherType (2, default 0x88B5)
 //  pmeth header (56 bytes):
-//   0 version   1 type    2 flags   3 reserved
+//   0 version   1 type    2 flags   3 hold (u8, hold_code(): how long the
+//     sender held the frame whose timestamp it echoes; 0 = not measured)
 //   4 job id (u32)                        -- one-way function of the job's key
 //   8 dst endpoint id (u32)  12 src endpoint id (u32)
 //  16 src epoch (u32)        20 dst epoch (u32, 0 = unknown)
@@ -84,11 +85,27 @@ inline uint64_t get64(const uint8_t* p) {
   return v;
 }
 
+// The hold byte: m·2^e units of 8 µs (e = high nibble, m = low nibble),
+// from 0 to 15·2^15·8 µs ≈ 3.9 s in steps of at most 1/8 of the value;
+// encoded rounding down, so a hold is never overstated.
+inline uint8_t hold_code(uint64_t ns) {
+  uint64_t u = ns / 8000;
+  unsigned e = 0;
+  while (u > 15 && e < 15) {
+    u >>= 1;
+    e++;
+  }
+  if (u > 15) u = 15;
+  return uint8_t(e << 4 | u);
+}
+inline uint64_t hold_ns(uint8_t code) { return (uint64_t(code & 15) << (code >> 4)) * 8000; }
+
 // The decoded pmeth header.
 struct FrameHdr {
   uint8_t version = kWireVersion;
   uint8_t type = 0;
   uint8_t flags = 0;
+  uint8_t hold = 0;
   uint32_t job = 0;
   uint32_t dst_ep = 0, src_ep = 0;
   uint32_t src_epoch = 0, dst_epoch = 0;
@@ -104,7 +121,7 @@ inline void encode_hdr(uint8_t* p, const FrameHdr& h) {
   p[0] = h.version;
   p[1] = h.type;
   p[2] = h.flags;
-  p[3] = 0;
+  p[3] = h.hold;
   put32(p + 4, h.job);
   put32(p + 8, h.dst_ep);
   put32(p + 12, h.src_ep);
@@ -125,6 +142,7 @@ inline FrameHdr decode_hdr(const uint8_t* p) {
   h.version = p[0];
   h.type = p[1];
   h.flags = p[2];
+  h.hold = p[3];
   h.job = get32(p + 4);
   h.dst_ep = get32(p + 8);
   h.src_ep = get32(p + 12);

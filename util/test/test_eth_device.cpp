@@ -1337,9 +1337,9 @@ Test(eth, malformed_frames_are_dropped_and_counted) {
   cr_assert_eq(rx[0].h.src_epoch, dev_epoch);
   cr_assert_eq(rx[0].h.ack, 2u);
   cr_assert_eq(rx[0].h.seq, 0u);
-  // Echoed, advanced by the µs the device held it (echo_hold): a few at most.
-  cr_assert(rx[0].h.ts_echo >= 0x01020304u && rx[0].h.ts_echo - 0x01020304u < 5000u, "echo 0x%08x",
-            rx[0].h.ts_echo);
+  cr_assert_eq(rx[0].h.ts_echo, 0x01020304u);
+  // With how long the device held it (echo_hold): a few ms at most.
+  cr_assert_lt(pm::eth::hold_ns(rx[0].h.hold), 5000000u, "hold code 0x%02x", rx[0].h.hold);
 
   // A duplicate: not delivered again, acknowledged at once.
   inject(d, raw_frame(h, data_body(1, 20)));
@@ -2230,4 +2230,19 @@ Test(eth, a_sender_reading_its_acks_late_keeps_its_rto) {
     else
       cr_assert_gt(rto, 20000u, "RTO %llu us without echo_hold:\n%s", (unsigned long long)rto, g_a->stats().c_str());
   }
+}
+
+// The hold byte never overstates a hold and keeps it within 1/8 (+8 µs).
+Test(eth, hold_codes_round_down_within_an_eighth) {
+  for (uint64_t ns = 0; ns < 4000000000ull; ns = ns * 9 / 8 + 1234) {
+    uint64_t back = pm::eth::hold_ns(pm::eth::hold_code(ns));
+    if (ns <= 15ull * 32768 * 8000) {
+      cr_assert_leq(back, ns, "%llu ns encoded as %llu", (unsigned long long)ns, (unsigned long long)back);
+      cr_assert_geq(back + 8000 + ns / 8, ns, "%llu ns encoded as %llu", (unsigned long long)ns,
+                    (unsigned long long)back);
+    }
+  }
+  cr_assert_eq(pm::eth::hold_code(UINT64_MAX), 0xffu);
+  cr_assert_eq(pm::eth::hold_ns(0xff), 15ull * 32768 * 8000);
+  cr_assert_eq(pm::eth::hold_ns(0), 0u);
 }
