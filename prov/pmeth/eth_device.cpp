@@ -597,8 +597,11 @@ void EthDevice::start_recovery(Peer& p, uint64_t now) {
 // once per recovery, as acknowledgements come.
 void EthDevice::continue_recovery(Peer& p, uint32_t acked, uint32_t ts_echo) {
   bool first = p.recover_first;
+  // An acknowledgement of the one frame without an echo cannot tell: the
+  // next one decides (each in-order arrival is echoed by the next frame back).
+  if (first && acked == 1 && !ts_echo && seq_lt(p.una, p.recover_end)) return;
   p.recover_first = false;
-  bool spurious = first && (acked > 1 || (ts_echo && int32_t(ts_echo - p.recover_ts) < 0));
+  bool spurious = first && (acked > 1 || int32_t(ts_echo - p.recover_ts) < 0);
   if (!seq_lt(p.una, p.recover_end) || spurious) {
     if (spurious) st_.spurious_rto++;
     p.recovering = false;
@@ -615,6 +618,57 @@ void EthDevice::continue_recovery(Peer& p, uint32_t acked, uint32_t ts_echo) {
     p.recover_next++;
   }
   if (!seq_lt(p.recover_next, p.recover_end)) p.recovering = false;
+}
+
+// The peer drained its ring after the kernel dropped frames, and has
+// nothing of ours beyond `una`: what we sent at least a round trip ago and
+// is unacknowledged was lost. Up to the peer's window goes now, the rest as
+// acknowledgements come (a recovery known not to be spurious).
+void EthDevice::resend_lost_tail(Peer& p, uint64_t now) {
+  uint64_t age = p.srtt_ns ? p.srtt_ns : p.rto_ns;
+  uint32_t end = p.una;
+  while (seq_lt(end, p.next_seq)) {
+    const TxSlot& t = p.ring[end % cfg_.window];
+    if (t.seq != end || t.sent_ns + age > now) break;
+    end++;
+  }
+  if (end == p.una) return;  // all of it may still be on its way
+  uint32_t limit = p.una + std::max<uint32_t>(p.peer_window, 1);
+  if (seq_lt(end, limit)) limit = end;
+  uint32_t s = p.una;
+  for (; seq_lt(s, limit); s++) {
+    uint64_t before = p.retrans;
+    retransmit(p, s);
+    if (p.retrans == before) break;
+    st_.recovery_resends++;
+  }
+  st_.kicked++;
+  if (seq_lt(s, end)) {
+    p.recovering = true;
+    p.recover_first = false;
+    p.recover_next = s;
+    p.recover_end = end;
+  }
+}
+
+// The kernel dropped frames for us (a full receive ring) and the ring is
+// drained now: the senders heard lately learn where each of them stands
+// (a NAK at `expected`; with nothing beyond it, resend_lost_tail at the
+// sender), so a lost tail costs a round trip, not their RTOs.
+void EthDevice::kick_senders(uint64_t now) {
+  kick_pending_ = false;
+  next_kick_ns_ = now + 1000000;  // at most once a millisecond
+  st_.kicks++;
+  kick_stamp_++;
+  for (const std::vector<PeerId>* list : {&heard_ids_, &heard_prev_ids_})
+    for (PeerId id : *list) {
+      Peer& p = peers_[id];
+      if (p.kicked == kick_stamp_ || p.state != Peer::kUp || p.rx_held || p.reorder.empty()) continue;
+      p.kicked = kick_stamp_;
+      send_ctrl(p, kNak);
+      p.nak_seq = p.expected;
+      p.nak_sent_ns = now;
+    }
 }
 
 // Hands the frame's packets to the endpoint. A bundle (records checked in
@@ -811,6 +865,7 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
     // More senders than the current shares were made for: smaller shares
     // now, not at the next update (the ACKs about to go carry them).
     if (++heard_now_ > window_active_) set_shares();
+    heard_ids_.push_back(id);
   }
   p.probe_gap_ns = 0;
   p.rx_frames++;
@@ -978,8 +1033,13 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
     break;
   }
   case kNak: {
-    retransmit(p, h.ack);
     uint64_t bits = get64(body);
+    if (!bits && h.ack == p.una && seq_lt(p.una, p.next_seq) && cfg_.tail_recovery) {
+      // Nothing seen beyond `ack`: the peer's ring overflowed (kick_senders).
+      resend_lost_tail(p, now);
+      break;
+    }
+    retransmit(p, h.ack);
     int top = bits ? 63 - __builtin_clzll(bits) : -1;
     for (int i = 0; i < top; i++)
       if (!(bits & (uint64_t(1) << i))) retransmit(p, h.ack + 1 + uint32_t(i));
@@ -1002,6 +1062,11 @@ void EthDevice::update_window(uint64_t now) {
   timespec rt;
   clock_gettime(CLOCK_REALTIME, &rt);
   real_off_ns_ = int64_t(uint64_t(rt.tv_sec) * 1000000000ull + uint64_t(rt.tv_nsec)) - int64_t(now);
+  // A tail dropped by a full ring has no frame after it to say so: the
+  // kernel's count is read here (a syscall a millisecond), which also
+  // re-arms its per-frame flag.
+  if (cfg_.reliable && cfg_.tail_recovery)
+    for (Rail& r : rails_) r.wire->rx_dropped();
   size_t cap = 0;
   for (const Rail& r : rails_) cap += r.wire->rx_capacity();
   if (!cap) return;
@@ -1012,6 +1077,8 @@ void EthDevice::update_window(uint64_t now) {
     heard_prev_ = heard_now_;
     heard_now_ = 0;
     heard_epoch_++;
+    heard_prev_ids_.swap(heard_ids_);
+    heard_ids_.clear();
   }
   set_shares();
 }
@@ -1217,6 +1284,22 @@ int EthDevice::poll_busy(PacketSink& sink, int budget) noexcept {
   }
   if (now >= next_window_ns_) update_window(now);
   if (rails_.size() > 1 && now >= next_link_ns_) check_links(now);
+  for (Rail& r : rails_)
+    if (r.wire->take_losing() && cfg_.reliable && cfg_.tail_recovery) {
+      kick_pending_ = true;
+      if (!kick_since_ns_) kick_since_ns_ = now;
+    }
+  if (kick_pending_ && now >= next_kick_ns_) {
+    // Once the ring is drained (what the senders sent before the loss is
+    // in), or after 2 ms of a ring that stays busy.
+    bool drained = true;
+    for (const Rail& r : rails_)
+      if (r.wire->rx_maybe()) drained = false;
+    if (drained || now - kick_since_ns_ > 2000000) {
+      kick_since_ns_ = 0;
+      kick_senders(now);
+    }
+  }
   flush();
   return n;
 }
@@ -1281,7 +1364,7 @@ std::string EthDevice::stats(size_t max_peers) const {
            "injected=%llu tx_ring_full=%llu bad_mac=%llu replays=%llu held=%llu revived=%llu "
            "resets=%llu auth=%d bundled=%llu rx_bundles=%llu timer_passes=%llu timer_visits=%llu peers=%zu "
            "timed=%zu pooled_frames=%zu rx_ring_drops=%llu recoveries=%llu spurious_rto=%llu "
-           "recovery_resends=%llu adv_window=%u",
+           "recovery_resends=%llu adv_window=%u kicks=%llu kicked=%llu",
            (unsigned long long)st_.bad_len, (unsigned long long)st_.bad_version,
            (unsigned long long)st_.bad_job, (unsigned long long)st_.bad_ep, (unsigned long long)st_.bad_csum,
            (unsigned long long)st_.stale, (unsigned long long)st_.injected_drops,
@@ -1291,7 +1374,8 @@ std::string EthDevice::stats(size_t max_peers) const {
            (unsigned long long)st_.rx_bundles, (unsigned long long)st_.timer_passes,
            (unsigned long long)st_.timer_visits, peers_.size(), timed_.size(), frame_pool_.size(),
            (unsigned long long)ring_drops, (unsigned long long)st_.recoveries,
-           (unsigned long long)st_.spurious_rto, (unsigned long long)st_.recovery_resends, unsigned(adv_window_));
+           (unsigned long long)st_.spurious_rto, (unsigned long long)st_.recovery_resends, unsigned(adv_window_),
+           (unsigned long long)st_.kicks, (unsigned long long)st_.kicked);
   s += buf;
   for (const Peer& p : peers_) {
     if (max_peers-- == 0) break;

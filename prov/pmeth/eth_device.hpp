@@ -176,6 +176,7 @@ class EthDevice final : public Device {
     bool recovering = false;
     bool recover_first = false;   // no acknowledgement since the RTO yet
     uint32_t recover_ts = 0;      // µs timestamp of the RTO (echoes before it: originals)
+    uint32_t kicked = 0;          // kick_stamp_ of the last kick it got
     uint64_t hello_deadline = 0;
     uint32_t hello_tries = 0;
     uint64_t tickets_sent = 0;    // frames ever sent in this incarnation
@@ -239,6 +240,8 @@ class EthDevice final : public Device {
   void handle_frame(unsigned rail, const uint8_t* f, size_t len, PacketSink& sink, uint64_t now);
   void handle_ack(Peer& p, const FrameHdr& h, uint64_t now);
   void start_recovery(Peer& p, uint64_t now);
+  void resend_lost_tail(Peer& p, uint64_t now);
+  void kick_senders(uint64_t now);
   void continue_recovery(Peer& p, uint32_t acked, uint32_t ts_echo);
   bool deliver(PeerId id, uint8_t flags, const uint8_t* body, size_t len, PacketSink& sink);
   void close_open() noexcept;
@@ -304,6 +307,11 @@ class EthDevice final : public Device {
   uint64_t heard_epoch_ns_ = 0;
   size_t heard_now_ = 0, heard_prev_ = 0;
   size_t window_active_ = 0;      // the senders adv_window_ was shared among
+  // The peers heard in this epoch and the previous one (whom to kick).
+  std::vector<PeerId> heard_ids_, heard_prev_ids_;
+  bool kick_pending_ = false;     // the kernel dropped frames: kick_senders()
+  uint64_t kick_since_ns_ = 0, next_kick_ns_ = 0;
+  uint32_t kick_stamp_ = 0;
   uint64_t last_rx_ns_ = 0;       // any frame (close lingers while they come)
   // CLOCK_REALTIME minus CLOCK_MONOTONIC (wires stamp frames in real time),
   // refreshed with the receive window (every millisecond of polling).
@@ -320,7 +328,7 @@ class EthDevice final : public Device {
     uint64_t bad_len = 0, bad_version = 0, bad_job = 0, bad_ep = 0, bad_csum = 0, stale = 0,
              injected_drops = 0, tx_full = 0, bad_mac = 0, replays = 0, held = 0, revived = 0,
              resets = 0, bundled = 0, rx_bundles = 0, timer_visits = 0, timer_passes = 0,
-             recoveries = 0, spurious_rto = 0, recovery_resends = 0;
+             recoveries = 0, spurious_rto = 0, recovery_resends = 0, kicks = 0, kicked = 0;
   } st_;
 };
 

@@ -2120,21 +2120,31 @@ Test(eth, without_echo_hold_the_held_receiver_inflates_the_rto) {
 
 namespace {
 
-// The receiver's queue holds `cap` frames while it is not polled: a window of
-// 32 sent into it loses its tail. Returns how many frames were resent.
-uint64_t lose_a_tail(const DeviceConfig& cfg, unsigned cap) {
+// A window of 32 loses its tail: all but the first `cap` frames. By a full
+// receive queue (ring: the receiver's wire knows it dropped frames, as
+// AF_PACKET's ring does), or on the way (the receiver cannot know). Returns
+// how many frames were resent.
+uint64_t lose_a_tail(const DeviceConfig& cfg, unsigned cap, bool ring = true) {
   g_a = open_dev(1, cfg);
   g_b = open_dev(2, cfg);
   PeerId to_b = resolve(*g_a, *g_b);
   send_blocking(*g_a, to_b, 0, 10);
   cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
   LoopFaults f = faults();
-  f.rx_cap = cap;
+  f.rx_cap = ring ? cap : 0;
   set_faults(f);
   const unsigned n = kWindow;
-  for (unsigned i = 1; i <= n; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, 300), 0, "send %u", i);
+  for (unsigned i = 1; i <= n; i++) {
+    if (!ring && i == cap + 1) {
+      f.drop = 1;
+      set_faults(f);
+    }
+    cr_assert_eq(send_pkt(*g_a, to_b, i, 300), 0, "send %u", i);
+  }
   g_a->flush();
-  cr_assert_eq(dev_stat(*g_b, "rx_ring_drops"), n - cap, "%s", g_b->stats().c_str());
+  f.drop = 0;
+  set_faults(f);
+  cr_assert_eq(dev_stat(*g_b, "rx_ring_drops"), ring ? n - cap : 0, "%s", g_b->stats().c_str());
   cr_assert(pump([&] { return g_a->tx_state(to_b, 1 + n) == 1; }, 10), "%s\n%s", g_a->stats().c_str(),
             g_b->stats().c_str());
   cr_assert_eq(g_rb.got.size(), n + 1);
@@ -2147,15 +2157,15 @@ uint64_t lose_a_tail(const DeviceConfig& cfg, unsigned cap) {
 
 }  // namespace
 
-// 28 of 32 frames dropped by a full receive queue, none after them to show
-// the gap: after one RTO, the acknowledgements of the resent frames release
-// the rest (counted as recovery resends), instead of one RTO per frame.
+// 28 of 32 frames lost on the way, none after them to show the gap: after
+// one RTO, the acknowledgements of the resent frames release the rest
+// (counted as recovery resends), instead of one RTO per frame.
 Test(eth, a_lost_tail_is_resent_after_one_timeout) {
   DeviceConfig cfg = slow_config();  // RTO 50 ms: an RTO per frame would be 28 of them
   cfg.retries = 40;
   cfg.dead_ms = 60000;
   uint64_t t0 = pm::now_ns();
-  uint64_t resent = lose_a_tail(cfg, 4);
+  uint64_t resent = lose_a_tail(cfg, 4, false);
   double s = double(pm::now_ns() - t0) / 1e9;
   uint64_t rec = dev_stat(*g_a, "recoveries"), res = dev_stat(*g_a, "recovery_resends");
   cr_log_info("tail of 28: %llu resent, %llu recoveries, %llu recovery resends, %.3f s", (unsigned long long)resent,
@@ -2165,6 +2175,22 @@ Test(eth, a_lost_tail_is_resent_after_one_timeout) {
   // receiver's window share, 3 frames of its 4, paces the resends).
   cr_assert_leq(rec, 2u, "%s", g_a->stats().c_str());
   cr_assert_eq(dev_stat(*g_a, "spurious_rto"), 0u, "%s", g_a->stats().c_str());
+  cr_assert_eq(dev_stat(*g_b, "kicks"), 0u, "the receiver cannot know of losses on the way");
+}
+
+// 28 of 32 dropped by the receiver's full queue: the receiver's wire says so
+// (AF_PACKET: TP_STATUS_LOSING), and once the receiver has drained it, it
+// tells the sender (a NAK at the first missing frame with nothing beyond):
+// the tail is resent at once, with no RTO (50 ms here) at all.
+Test(eth, a_tail_dropped_by_a_full_receive_ring_is_resent_without_a_timeout) {
+  DeviceConfig cfg = slow_config();
+  cfg.retries = 40;
+  cfg.dead_ms = 60000;
+  lose_a_tail(cfg, 4, true);
+  cr_assert_geq(dev_stat(*g_b, "kicks"), 1u, "%s", g_b->stats().c_str());
+  cr_assert_geq(dev_stat(*g_a, "kicked"), 1u, "%s", g_a->stats().c_str());
+  cr_assert_geq(dev_stat(*g_a, "recovery_resends"), kWindow - 4, "%s", g_a->stats().c_str());
+  cr_assert_eq(dev_stat(*g_a, "recoveries"), 0u, "an RTO was needed:\n%s", g_a->stats().c_str());
 }
 
 // The same without tail recovery: one frame per RTO (what the test above
@@ -2176,6 +2202,7 @@ Test(eth, without_tail_recovery_each_lost_frame_waits_for_an_rto, .timeout = 30)
   cfg.dead_ms = 60000;
   lose_a_tail(cfg, 4);
   cr_assert_eq(dev_stat(*g_a, "recovery_resends"), 0u);
+  cr_assert_eq(dev_stat(*g_b, "kicks"), 0u);
   cr_assert_geq(peer_stat(*g_a, 2, "retrans"), kWindow - 4u);
 }
 

@@ -36,6 +36,7 @@ std::map<std::string, Segment>& segments() {
 struct Pkt {
   std::vector<uint8_t> data;
   uint64_t at;
+  bool losing = false;  // frames were dropped before it (AF_PACKET's TP_STATUS_LOSING)
 };
 
 class LoopWire final : public Wire {
@@ -75,7 +76,8 @@ class LoopWire final : public Wire {
         to->dropped_++;  // a full receive ring
         continue;
       }
-      Pkt p{std::vector<uint8_t>(f[i].data, f[i].data + f[i].len), now + uint64_t(s.faults.delay_us) * 1000};
+      Pkt p{std::vector<uint8_t>(f[i].data, f[i].data + f[i].len), now + uint64_t(s.faults.delay_us) * 1000,
+            to->dropped_ != to->dropped_seen_};
       if (u(s.rng) < s.faults.corrupt && p.data.size() > 14) {
         size_t k = 14 + s.rng() % (p.data.size() - 14);
         p.data[k] ^= uint8_t(1u << (s.rng() % 8));
@@ -110,6 +112,7 @@ class LoopWire final : public Wire {
       while (int(taken_.size()) < max && !q_.empty() && q_.front().at <= now) {
         taken_.push_back(std::move(q_.front().data));
         taken_at_.push_back(q_.front().at);
+        if (q_.front().losing) losing_ = true;
         q_.pop_front();
       }
       // A held frame with nothing behind it is released after a while.
@@ -146,6 +149,8 @@ class LoopWire final : public Wire {
   }
   uint64_t rx_dropped() noexcept override {
     std::lock_guard<std::mutex> g(g_mu);
+    if (dropped_ != dropped_seen_) losing_ = true;
+    dropped_seen_ = dropped_;
     return dropped_;
   }
 
@@ -158,7 +163,7 @@ class LoopWire final : public Wire {
   std::unique_ptr<Pkt> held_;
   std::vector<std::vector<uint8_t>> taken_;
   std::vector<uint64_t> taken_at_;
-  uint64_t dropped_ = 0;
+  uint64_t dropped_ = 0, dropped_seen_ = 0;
 };
 
 }  // namespace

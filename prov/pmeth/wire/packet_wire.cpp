@@ -145,7 +145,9 @@ class PacketWire final : public Wire {
     uint32_t idx = rx_head_;
     while (n < max) {
       auto* h = reinterpret_cast<tpacket2_hdr*>(ring_ + size_t(idx) * frame_size_);
-      if (!(__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER)) break;
+      uint32_t st = __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
+      if (!(st & TP_STATUS_USER)) break;
+      if (st & TP_STATUS_LOSING) losing_ = true;
       f[n].data = reinterpret_cast<uint8_t*>(h) + h->tp_mac;
       f[n].len = h->tp_snaplen;
       f[n].rx_real_ns = uint64_t(h->tp_sec) * 1000000000ull + h->tp_nsec;
@@ -174,7 +176,10 @@ class PacketWire final : public Wire {
   uint64_t rx_dropped() noexcept override {
     tpacket_stats st{};
     socklen_t l = sizeof st;
-    if (getsockopt(fd_.get(), SOL_PACKET, PACKET_STATISTICS, &st, &l) == 0) drops_ += st.tp_drops;
+    if (getsockopt(fd_.get(), SOL_PACKET, PACKET_STATISTICS, &st, &l) == 0 && st.tp_drops) {
+      drops_ += st.tp_drops;
+      losing_ = true;  // the read cleared the kernel's flag: keep the news
+    }
     return drops_;
   }
   const uint8_t* mac() const noexcept override { return mac_; }

@@ -41,6 +41,14 @@ class Wire {
   // receive side since the wire opened (slow path: may syscall; 0 where the
   // backend cannot tell).
   virtual uint64_t rx_dropped() noexcept { return 0; }
+  // Whether the kernel dropped frames for want of room since the last call:
+  // a received frame said so (AF_PACKET's TP_STATUS_LOSING), or rx_dropped()
+  // found new drops. Cleared by the call.
+  bool take_losing() noexcept {
+    bool l = losing_;
+    losing_ = false;
+    return l;
+  }
   virtual const uint8_t* mac() const noexcept = 0;
   // Whether the link can carry frames now (slow path: may syscall).
   virtual bool link_up() noexcept { return true; }
@@ -50,6 +58,7 @@ class Wire {
   // and the bits that mean it has (kept current by rx_release()).
   const uint32_t* rx_flag_ = nullptr;
   uint32_t rx_mask_ = 0;
+  bool losing_ = false;
 };
 
 // How an XDP program is attached: native (in the driver) or generic (SKB).

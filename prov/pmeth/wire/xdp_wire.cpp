@@ -179,9 +179,13 @@ class XdpWire final : public Wire {
   uint64_t rx_dropped() noexcept override {
     xdp_statistics st{};
     socklen_t l = sizeof st;
-    if (getsockopt(xsk_socket__fd(xsk_), SOL_XDP, XDP_STATISTICS, &st, &l) != 0) return 0;
-    return st.rx_dropped + st.rx_ring_full + st.rx_fill_ring_empty_descs;
+    if (getsockopt(xsk_socket__fd(xsk_), SOL_XDP, XDP_STATISTICS, &st, &l) != 0) return drops_;
+    uint64_t d = st.rx_dropped + st.rx_ring_full + st.rx_fill_ring_empty_descs;
+    if (d > drops_) losing_ = true;
+    drops_ = d;
+    return d;
   }
+  uint64_t drops_ = 0;
   const uint8_t* mac() const noexcept override { return mac_; }
   const char* kind() const noexcept override { return kind_.c_str(); }
   bool link_up() noexcept override { return iface_link_up(xsk_socket__fd(xsk_), iface_); }
