@@ -1226,10 +1226,13 @@ int EthDevice::poll_busy(PacketSink& sink, int budget) noexcept {
   Frame fr[32];
   int total = 0;
   uint64_t now = 0;
+  bool drained = true;
   for (unsigned r = 0; r < rails_.size(); r++) {
     Wire& w = *rails_[r].wire;
     if (!w.rx_maybe()) continue;
-    int n = w.rx_burst(fr, std::min(budget - total, 32));
+    int want = std::min(budget - total, 32);
+    int n = w.rx_burst(fr, want);
+    if (n == want) drained = false;  // more may wait behind these
     if (n == 0) continue;
     if (!now) now = now_ns();
     for (int i = 0; i < n; i++) {
@@ -1285,21 +1288,10 @@ int EthDevice::poll_busy(PacketSink& sink, int budget) noexcept {
   if (now >= next_window_ns_) update_window(now);
   if (rails_.size() > 1 && now >= next_link_ns_) check_links(now);
   for (Rail& r : rails_)
-    if (r.wire->take_losing() && cfg_.reliable && cfg_.tail_recovery) {
-      kick_pending_ = true;
-      if (!kick_since_ns_) kick_since_ns_ = now;
-    }
-  if (kick_pending_ && now >= next_kick_ns_) {
-    // Once the ring is drained (what the senders sent before the loss is
-    // in), or after 2 ms of a ring that stays busy.
-    bool drained = true;
-    for (const Rail& r : rails_)
-      if (r.wire->rx_maybe()) drained = false;
-    if (drained || now - kick_since_ns_ > 2000000) {
-      kick_since_ns_ = 0;
-      kick_senders(now);
-    }
-  }
+    if (r.wire->take_losing() && cfg_.reliable && cfg_.tail_recovery) kick_pending_ = true;
+  // Only once the ring is drained: a sender's frames still waiting in it
+  // would be resent for nothing (and overflow it again).
+  if (kick_pending_ && drained && now >= next_kick_ns_) kick_senders(now);
   flush();
   return n;
 }

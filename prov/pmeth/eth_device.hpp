@@ -310,7 +310,7 @@ class EthDevice final : public Device {
   // The peers heard in this epoch and the previous one (whom to kick).
   std::vector<PeerId> heard_ids_, heard_prev_ids_;
   bool kick_pending_ = false;     // the kernel dropped frames: kick_senders()
-  uint64_t kick_since_ns_ = 0, next_kick_ns_ = 0;
+  uint64_t next_kick_ns_ = 0;
   uint32_t kick_stamp_ = 0;
   uint64_t last_rx_ns_ = 0;       // any frame (close lingers while they come)
   // CLOCK_REALTIME minus CLOCK_MONOTONIC (wires stamp frames in real time),
