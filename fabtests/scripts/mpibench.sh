@@ -73,9 +73,17 @@ A=pmmpi0 B=pmmpi1          # --root-veth: the pair in the root namespace
 NSP=pmmpi                  # namespaces pmmpia, pmmpib; veths pmmpiva, pmmpivb
 NSA=${NSP}a NSB=${NSP}b VA=${NSP}va VB=${NSP}vb
 IPA=198.51.100.1/24 IPB=198.51.100.2/24   # TEST-NET-2, only inside the namespaces
-ns_up=0
+ns_up=0 pair_up=0 child=""
 cleanup() {
-  ip link del "$A" 2>/dev/null
+  # The run under way: timeout passes the signal on to mpirun.
+  # At most 10 s, then netns.sh down ends what is left in the namespaces.
+  if [[ -n "$child" ]] && kill -TERM "$child" 2>/dev/null; then
+    for _ in $(seq 100); do kill -0 "$child" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$child" 2>/dev/null
+  fi
+  child=""
+  ((pair_up)) && ip link del "$A" 2>/dev/null
+  pair_up=0
   # netns.sh down also ends processes left inside the namespaces (an orted
   # or a rank of ours after a timeout), by PID.
   if ((ns_up)); then "$here/netns.sh" down "$NSP" >>"$log" 2>&1 || echo "mpibench.sh: WARNING: could not remove $NSA/$NSB" >&2; ns_up=0; fi
@@ -117,8 +125,12 @@ run() {
   for ((r = 1; r <= reps; r++)); do
     t0=$(cnt tx_bytes) r0=$(cnt rx_bytes)
     echo "== $label rep $r: ${launch[*]} mpirun ${common[*]} $*" >>"$log"
-    timeout -k 5 "$tmo" "${launch[@]}" mpirun "${common[@]}" "$@" >"$out/run.out" 2>"$out/run.err"
-    st=$?
+    # In the background, so that a signal interrupts the wait and the EXIT
+    # trap cleans up at once instead of after the run.
+    timeout -k 5 "$tmo" "${launch[@]}" mpirun "${common[@]}" "$@" >"$out/run.out" 2>"$out/run.err" &
+    child=$!
+    wait $child
+    st=$? child=""
     ((st == 0)) || echo "  $label rep $r: FAILED (exit $st$( ((st == 124 || st == 137)) && echo ", timed out after ${tmo}s")); see $log"
     grep -E "^$label,[a-z0-9_]+,[0-9]+,[a-zA-Z_]+,[0-9.]+$" "$out/run.out" |
       awk -F, -v r="$r" 'BEGIN{OFS=","} {print $1,$2,$3,$4,r,$5}' >>"$raw"
@@ -147,6 +159,10 @@ can_net=0
 ((veth_runs && !can_net)) && echo "-- veth runs skipped (need root and iproute2)"
 
 if ((can_net && ns_runs)); then
+  # Fixed names: a second instance must not share them.
+  mkdir -p /run/lock
+  exec 9>"/run/lock/mpibench-$NSP.lock"
+  flock -n 9 || { echo "mpibench.sh: another mpibench.sh uses the namespaces $NSA/$NSB" >&2; exit 2; }
   # The hostfile names the namespaces; netns_rsh.sh starts orted in them.
   printf '%s slots=1\n%s slots=1\n' "$NSA" "$NSB" >"$out/hostfile"
   export PM_NETNS_RSH_HOSTS="$NSA $NSB" PM_NETNS_RSH_TMP=$out/rsh-tmp
@@ -188,6 +204,7 @@ if ((can_net && root_veth)); then
   for mtu in $mtus; do
     echo "-- veth pair $A/$B in the root namespace, MTU $mtu"
     cleanup
+    pair_up=1
     ip link add $A mtu "$mtu" type veth peer name $B mtu "$mtu" || { echo "cannot create the veth pair"; continue; }
     for i in $A $B; do sysctl -qw "net.ipv6.conf.$i.disable_ipv6=1" 2>/dev/null; ip link set $i up; done
     for _ in $(seq 50); do [[ $(cat /sys/class/net/$A/operstate) == up && $(cat /sys/class/net/$B/operstate) == up ]] && break; sleep 0.1; done
@@ -246,29 +263,30 @@ fi
 # Plots of the namespace settings: ping-pong latency, and ping-pong and
 # streaming bandwidth, against size, one line per transport.
 plot_ns() {
-  local mtu=$1 labels=() l kind png dat plots
+  local mtu=$1 labels=() l i lc kind png dat plots t
   for l in pmeth tcp rxm; do grep -q "^$l@ns$mtu,pingpong," "$med" && labels+=("$l"); done
   ((${#labels[@]})) || return 0
   mkdir -p "$out/plot"
   for kind in lat bw; do
     png=$out/mpi_ns${mtu}_$kind.png plots=""
-    for l in "${labels[@]}"; do
+    for i in "${!labels[@]}"; do
+      l=${labels[$i]} lc="linecolor $((i + 1))"
       if [[ $kind == lat ]]; then
         dat=$out/plot/ns${mtu}_${l}_pingpong_lat.dat
         awk -F, -v p="$l@ns$mtu" '$1 == p && $2 == "pingpong" && $4 == "lat_us" { print $3, $5 }' "$med" >"$dat"
-        plots+="${plots:+, }\"$dat\" using 1:2 with linespoints title \"$l ping-pong\""
+        plots+="${plots:+, }\"$dat\" using 1:2 with linespoints $lc title \"$l ping-pong\""
       else
         for t in pingpong stream; do
           dat=$out/plot/ns${mtu}_${l}_${t}_bw.dat
           awk -F, -v p="$l@ns$mtu" -v t="$t" '$1 == p && $2 == t && $4 == "bw_MBps" { print $3, $5 }' "$med" >"$dat"
-          plots+="${plots:+, }\"$dat\" using 1:2 with linespoints $([[ $t == stream ]] && echo "dashtype 2") title \"$l $t\""
+          plots+="${plots:+, }\"$dat\" using 1:2 with linespoints $lc $([[ $t == stream ]] && echo "dashtype 2") title \"$l $t\""
         done
       fi
     done
     gnuplot <<EOF 2>>"$log" || { echo "plot $png: gnuplot failed (see $log)"; continue; }
-set terminal pngcairo size 900,600
+set terminal pngcairo noenhanced size 900,600
 set output "$png"
-set title "Open MPI between two namespaces over one veth, MTU $mtu (pmeth: pml cm + mtl ofi; tcp: ob1 + btl tcp; rxm: mtl ofi + tcp;ofi_rxm)" font ",10"
+set title "Open MPI, one rank in each of two namespaces joined by one veth, MTU $mtu\npmeth: pml cm + mtl ofi + pmeth; tcp: pml ob1 + btl tcp; rxm: pml cm + mtl ofi + tcp;ofi_rxm" font ",10"
 set logscale xy
 set xlabel "message size (bytes)"
 set ylabel "$([[ $kind == lat ]] && echo "half round trip (us)" || echo "MB/s (10^6 B/s)")"
