@@ -118,40 +118,49 @@ cnt() {
 }
 launch=()   # prefix of mpirun (ip netns exec NSA in the namespace setting)
 
-# run LABEL -- mpirun arguments (without mpirun): reps runs, each appends to raw.csv
+# run LABEL -- mpirun arguments (without mpirun): repetition $rep, appended
+# to raw.csv. The callers loop over the repetitions outside and over the
+# transports inside, so that a burst of load from elsewhere falls on every
+# transport of a setting alike rather than on all repetitions of one.
+rep=1
 run() {
   local label=$1; shift 2
-  local r t0 r0 st
-  for ((r = 1; r <= reps; r++)); do
-    t0=$(cnt tx_bytes) r0=$(cnt rx_bytes)
-    echo "== $label rep $r: ${launch[*]} mpirun ${common[*]} $*" >>"$log"
-    # In the background, so that a signal interrupts the wait and the EXIT
-    # trap cleans up at once instead of after the run.
-    timeout -k 5 "$tmo" "${launch[@]}" mpirun "${common[@]}" "$@" >"$out/run.out" 2>"$out/run.err" &
-    child=$!
-    wait $child
-    st=$? child=""
-    ((st == 0)) || echo "  $label rep $r: FAILED (exit $st$( ((st == 124 || st == 137)) && echo ", timed out after ${tmo}s")); see $log"
-    grep -E "^$label,[a-z0-9_]+,[0-9]+,[a-zA-Z_]+,[0-9.]+$" "$out/run.out" |
-      awk -F, -v r="$r" 'BEGIN{OFS=","} {print $1,$2,$3,$4,r,$5}' >>"$raw"
-    cat "$out/run.out" "$out/run.err" >>"$log"
-    if [[ -n "$cnt_dev" ]]; then
-      echo "  $label rep $r: veth $cnt_dev${cnt_ns:+ (in $cnt_ns)} carried tx $(( $(cnt tx_bytes) - t0 )) B, rx $(( $(cnt rx_bytes) - r0 )) B"
-    fi
-    # pmeth's own account (FI_PMETH_STATS): bytes on rail 0 per rank, and
-    # whether any peer went through shared memory.
-    grep -hoE "composite: [0-9]+ peers through shared memory, [0-9]+ through Ethernet|rail0: up tx_frames=[0-9]+ tx_bytes=[0-9]+ rx_frames=[0-9]+ rx_bytes=[0-9]+" \
-      "$out/run.err" | sed "s/^/  $label rep $r: pmeth stats: /"
-  done
-  echo "  $label: $(grep -c "^$label," "$raw") values"
+  local r=$rep t0 r0 st tag
+  tag="  [$(date +%T) load $(cut -d' ' -f1 /proc/loadavg)] $label rep $r"
+  t0=$(cnt tx_bytes) r0=$(cnt rx_bytes)
+  echo "== $tag: ${launch[*]} mpirun ${common[*]} $*" >>"$log"
+  # In the background, so that a signal interrupts the wait and the EXIT
+  # trap cleans up at once instead of after the run.
+  timeout -k 5 "$tmo" "${launch[@]}" mpirun "${common[@]}" "$@" >"$out/run.out" 2>"$out/run.err" &
+  child=$!
+  wait $child
+  st=$? child=""
+  ((st == 0)) || echo "$tag: FAILED (exit $st$( ((st == 124 || st == 137)) && echo ", timed out after ${tmo}s")); see $log"
+  grep -E "^$label,[a-z0-9_]+,[0-9]+,[a-zA-Z_]+,[0-9.]+$" "$out/run.out" |
+    awk -F, -v r="$r" 'BEGIN{OFS=","} {print $1,$2,$3,$4,r,$5}' >>"$raw"
+  cat "$out/run.out" "$out/run.err" >>"$log"
+  if [[ -n "$cnt_dev" ]]; then
+    echo "$tag: veth $cnt_dev${cnt_ns:+ (in $cnt_ns)} carried tx $(( $(cnt tx_bytes) - t0 )) B, rx $(( $(cnt rx_bytes) - r0 )) B"
+  else
+    echo "$tag: $(grep -c "^$label," "$out/run.out") values"
+  fi
+  # pmeth's own account (FI_PMETH_STATS): bytes on rail 0 per rank, and
+  # whether any peer went through shared memory.
+  grep -hoE "composite: [0-9]+ peers through shared memory, [0-9]+ through Ethernet|rail0: up tx_frames=[0-9]+ tx_bytes=[0-9]+ rx_frames=[0-9]+ rx_bytes=[0-9]+" \
+    "$out/run.err" | sed "s/^/$tag: pmeth stats: /"
 }
+# values LABEL...: how many figures each label has in raw.csv
+values() { local l; for l; do echo "  $l: $(grep -c "^$l," "$raw") values"; done; }
 
 echo "mpi_bench: $bench; output in $out; $reps repetition(s); load: $(uptime | sed 's/.*load/load/')"
 if ((host_runs)); then
   echo "-- same host"
-  run pmeth@lo -- "${pmeth[@]}" -x FI_PMETH_IFACE=lo -np 2 "$bench" $quick --label pmeth@lo
-  run tcp@lo -- "${tcp[@]}" --mca btl_tcp_if_include lo -np 2 "$bench" $quick --label tcp@lo
-  run vader -- "${vader[@]}" -np 2 "$bench" $quick --label vader
+  for ((rep = 1; rep <= reps; rep++)); do
+    run pmeth@lo -- "${pmeth[@]}" -x FI_PMETH_IFACE=lo -np 2 "$bench" $quick --label pmeth@lo
+    run tcp@lo -- "${tcp[@]}" --mca btl_tcp_if_include lo -np 2 "$bench" $quick --label tcp@lo
+    run vader -- "${vader[@]}" -np 2 "$bench" $quick --label vader
+  done
+  values pmeth@lo tcp@lo vader
 fi
 
 can_net=0
@@ -186,14 +195,17 @@ if ((can_net && ns_runs)); then
     timeout -k 5 60 "${launch[@]}" mpirun "${common[@]}" "${nsargs[@]}" --map-by node -np 2 true >>"$log" 2>&1 ||
       echo "  launching through $here/netns_rsh.sh failed (see $log)"
     echo "  runtime only (mpirun true): veth $VA carried tx $(( $(cnt tx_bytes) - t0 )) B, rx $(( $(cnt rx_bytes) - r0 )) B"
-    run pmeth@ns$mtu -- "${nsargs[@]}" "${pmeth[@]}" "${stats[@]}" \
-        -np 1 -H "$NSA" -x FI_PMETH_IFACE=$VA -x FI_PMETH_HOST_ID=1 "$bench" $quick --label pmeth@ns$mtu : \
-        -np 1 -H "$NSB" -x FI_PMETH_IFACE=$VB -x FI_PMETH_HOST_ID=2 "$bench" $quick --label pmeth@ns$mtu
-    run tcp@ns$mtu -- "${nsargs[@]}" "${tcp[@]}" --mca btl_tcp_if_include 198.51.100.0/24 \
-        --map-by node -np 2 "$bench" $quick --label tcp@ns$mtu
-    run rxm@ns$mtu -- "${nsargs[@]}" "${rxm[@]}" \
-        -np 1 -H "$NSA" -x FI_TCP_IFACE=$VA "$bench" $quick --label rxm@ns$mtu : \
-        -np 1 -H "$NSB" -x FI_TCP_IFACE=$VB "$bench" $quick --label rxm@ns$mtu
+    for ((rep = 1; rep <= reps; rep++)); do
+      run pmeth@ns$mtu -- "${nsargs[@]}" "${pmeth[@]}" "${stats[@]}" \
+          -np 1 -H "$NSA" -x FI_PMETH_IFACE=$VA -x FI_PMETH_HOST_ID=1 "$bench" $quick --label pmeth@ns$mtu : \
+          -np 1 -H "$NSB" -x FI_PMETH_IFACE=$VB -x FI_PMETH_HOST_ID=2 "$bench" $quick --label pmeth@ns$mtu
+      run tcp@ns$mtu -- "${nsargs[@]}" "${tcp[@]}" --mca btl_tcp_if_include 198.51.100.0/24 \
+          --map-by node -np 2 "$bench" $quick --label tcp@ns$mtu
+      run rxm@ns$mtu -- "${nsargs[@]}" "${rxm[@]}" \
+          -np 1 -H "$NSA" -x FI_TCP_IFACE=$VA "$bench" $quick --label rxm@ns$mtu : \
+          -np 1 -H "$NSB" -x FI_TCP_IFACE=$VB "$bench" $quick --label rxm@ns$mtu
+    done
+    values pmeth@ns$mtu tcp@ns$mtu rxm@ns$mtu
     launch=() cnt_ns="" cnt_dev=""
     cleanup
   done
@@ -208,8 +220,11 @@ if ((can_net && root_veth)); then
     ip link add $A mtu "$mtu" type veth peer name $B mtu "$mtu" || { echo "cannot create the veth pair"; continue; }
     for i in $A $B; do sysctl -qw "net.ipv6.conf.$i.disable_ipv6=1" 2>/dev/null; ip link set $i up; done
     for _ in $(seq 50); do [[ $(cat /sys/class/net/$A/operstate) == up && $(cat /sys/class/net/$B/operstate) == up ]] && break; sleep 0.1; done
-    run pmeth@veth$mtu -- "${pmeth[@]}" -np 1 -x FI_PMETH_IFACE=$A -x FI_PMETH_HOST_ID=1 "$bench" $quick --label pmeth@veth$mtu : \
-        -np 1 -x FI_PMETH_IFACE=$B -x FI_PMETH_HOST_ID=2 "$bench" $quick --label pmeth@veth$mtu
+    for ((rep = 1; rep <= reps; rep++)); do
+      run pmeth@veth$mtu -- "${pmeth[@]}" -np 1 -x FI_PMETH_IFACE=$A -x FI_PMETH_HOST_ID=1 "$bench" $quick --label pmeth@veth$mtu : \
+          -np 1 -x FI_PMETH_IFACE=$B -x FI_PMETH_HOST_ID=2 "$bench" $quick --label pmeth@veth$mtu
+    done
+    values pmeth@veth$mtu
     ta=${tcp_addrs%%,*} tb=${tcp_addrs#*,} why=""
     for x in "$ta" "$tb"; do [[ -z "$why" ]] && why=$(addr_conflict "$x"); done
     if [[ -n "$why" ]]; then
@@ -219,7 +234,10 @@ if ((can_net && root_veth)); then
     else
       ip addr add "$ta" dev $A && ip addr add "$tb" dev $B
       echo "  route ${ta%/*} -> ${tb%/*}: $(ip route get "${tb%/*}" from "${ta%/*}" | head -1)"
-      run tcp@veth$mtu -- "${tcp[@]}" --mca btl_tcp_if_include $A,$B -np 2 "$bench" $quick --label tcp@veth$mtu
+      for ((rep = 1; rep <= reps; rep++)); do
+        run tcp@veth$mtu -- "${tcp[@]}" --mca btl_tcp_if_include $A,$B -np 2 "$bench" $quick --label tcp@veth$mtu
+      done
+      values tcp@veth$mtu
     fi
     cleanup
   done
@@ -306,4 +324,5 @@ if ((plot)); then
   fi
 fi
 echo
+echo "load at the end: $(uptime | sed 's/.*load/load/')"
 echo "CSV: $med (medians), $raw (every repetition)"
