@@ -25,8 +25,7 @@ constexpr uint64_t kLinkCheckNs = 20000000;    // local link state, every 20 ms
 constexpr uint64_t kRailProbeNs = 10000000;    // a rail out of use is probed every 10 ms
 constexpr uint32_t kRailSilentRtos = 3;        // timeouts with a rail silent before it is taken out
 constexpr uint64_t kNakHoldMinNs = 100000;     // trunks: a gap may be striping, not loss
-constexpr uint64_t kStaleWindowNs = 10000000;  // a peer's window not confirmed for 10 ms is stale:
-constexpr uint32_t kStaleWindowFrames = 4;     // at most this many frames in flight until it is
+constexpr uint32_t kStaleWindowFrames = 4;     // in flight on a stale window (cfg.stale_window_ms)
 
 uint32_t random32() {
   uint32_t v = 0;
@@ -406,7 +405,8 @@ int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
   // heard lately; one learnt long ago may be stale (more senders since):
   // until the peer is heard again, only a few frames go (as TCP restarts
   // its window after idle).
-  if (in_flight >= kStaleWindowFrames && now - p.last_heard_ns > kStaleWindowNs) {
+  if (in_flight >= kStaleWindowFrames && cfg_.stale_window_ms &&
+      now - p.last_heard_ns > uint64_t(cfg_.stale_window_ms) * 1000000) {
     p.window_stalls++;
     return -FI_EAGAIN;
   }
@@ -523,7 +523,9 @@ void EthDevice::retransmit(Peer& p, uint32_t seq, int rail) {
   FrameHdr h = decode_hdr(f + kEthHdr);
   h.ack = p.expected;
   h.ts = now_us();
+  p.retx_ts = h.ts;
   h.ts_echo = 0;  // a resent frame's echo would be stale
+  h.hold = 0;
   h.dst_epoch = p.epoch;
   h.window = p.rx_held ? 0 : adv_window_;
   h.csum = 0;
@@ -545,19 +547,23 @@ void EthDevice::handle_ack(Peer& p, const FrameHdr& h, uint64_t now) {
   p.peer_window = uint16_t(std::min<uint32_t>(window, cfg_.window));
   if (window && p.persist_ns) p.persist_ns = 0;
   if (!seq_lt(p.una, ack) || !seq_le(ack, p.next_seq)) return;
-  uint32_t acked = ack - p.una;
-  p.tickets_acked += acked;
+  p.tickets_acked += ack - p.una;
   release_acked(p, p.una, ack);
   p.una = ack;
   p.tries = 0;
-  if (p.recovering) continue_recovery(p, acked, ts_echo);
+  if (p.recovering) continue_recovery(p, ts_echo);
   if (ts_echo) {
     // From our timestamp to when the kernel took the echo (where the wire
     // says: our delay in reading it is not the network's), less how long
     // the peer held the frame before answering.
     uint64_t rtt = uint64_t(uint32_t((cfg_.echo_hold ? frame_rx_ns_ : now) / 1000) - ts_echo) * 1000;
-    if (cfg_.echo_hold) rtt = rtt >= hold_ns(h.hold) ? rtt - hold_ns(h.hold) : UINT64_MAX;
+    uint64_t held = cfg_.echo_hold ? hold_ns(h.hold) : 0;
+    rtt = rtt >= held ? rtt - held : UINT64_MAX;
     if (rtt < 10000000000ull) {
+      // The timer must still wait for a peer that answers late: its holds,
+      // smoothed, are added to the RTO (as QUIC adds the ACK delay), not
+      // to the round trip that tells losses apart.
+      p.hold_ns = p.srtt_ns ? (7 * p.hold_ns + held) / 8 : held;
       if (!p.srtt_ns) {
         p.srtt_ns = rtt;
         p.rttvar_ns = rtt / 2;
@@ -566,7 +572,7 @@ void EthDevice::handle_ack(Peer& p, const FrameHdr& h, uint64_t now) {
         p.rttvar_ns = (3 * p.rttvar_ns + d) / 4;
         p.srtt_ns = (7 * p.srtt_ns + rtt) / 8;
       }
-      p.rto_ns = std::clamp<uint64_t>(p.srtt_ns + 4 * p.rttvar_ns, uint64_t(cfg_.rto_min_us) * 1000,
+      p.rto_ns = std::clamp<uint64_t>(p.srtt_ns + 4 * p.rttvar_ns + p.hold_ns, uint64_t(cfg_.rto_min_us) * 1000,
                                       uint64_t(cfg_.rto_max_us) * 1000);
     }
   }
@@ -576,7 +582,7 @@ void EthDevice::handle_ack(Peer& p, const FrameHdr& h, uint64_t now) {
 // An RTO resent `una`: what was sent after it is suspect too. It is resent
 // as acknowledgements show the peer is back (continue_recovery), not now:
 // a receiver that is only slow would get it all twice.
-void EthDevice::start_recovery(Peer& p, uint64_t now) {
+void EthDevice::start_recovery(Peer& p) {
   if (!cfg_.tail_recovery || p.una + 1 == p.next_seq) return;  // nothing after it
   if (!p.recovering) st_.recoveries++;
   // Again from the start on every RTO: what this recovery resent before
@@ -585,23 +591,25 @@ void EthDevice::start_recovery(Peer& p, uint64_t now) {
   p.recover_end = p.next_seq;
   p.recover_next = p.una + 1;
   p.recover_first = true;
-  p.recover_ts = uint32_t(now / 1000);  // the resent frame's timestamp is no earlier
+  p.recover_ts = p.retx_ts;  // the timestamp the resent frame carries
 }
 
-// `acked` frames were just acknowledged during a recovery. The first
-// acknowledgement after the RTO tells whether it was spurious: when it
-// covers more than the resent frame, or echoes the timestamp of a frame
-// sent before the RTO (the original arrived: the peer was slow, not the
-// frame lost), nothing more is resent. Otherwise the frames after the new
-// `una` that went before the RTO are resent, up to the peer's window, each
-// once per recovery, as acknowledgements come.
-void EthDevice::continue_recovery(Peer& p, uint32_t acked, uint32_t ts_echo) {
+// Frames were just acknowledged during a recovery. The first
+// acknowledgement after the RTO with an echo tells whether it was
+// spurious: it echoes the last frame that arrived in order, so an echo
+// older than the RTO means an original arrived (the peer was slow, not the
+// frame lost) and nothing more is resent; an echo of the resent frame
+// means it filled the gap (frames the peer had beyond it were delivered
+// with it), and the frames after the new `una` that went before the RTO
+// are resent, up to the peer's window, each once per recovery, as
+// acknowledgements come.
+void EthDevice::continue_recovery(Peer& p, uint32_t ts_echo) {
   bool first = p.recover_first;
-  // An acknowledgement of the one frame without an echo cannot tell: the
-  // next one decides (each in-order arrival is echoed by the next frame back).
-  if (first && acked == 1 && !ts_echo && seq_lt(p.una, p.recover_end)) return;
+  // Without an echo it cannot tell: the next one decides (each in-order
+  // arrival is echoed by the next frame back).
+  if (first && !ts_echo && seq_lt(p.una, p.recover_end)) return;
   p.recover_first = false;
-  bool spurious = first && (acked > 1 || int32_t(ts_echo - p.recover_ts) < 0);
+  bool spurious = first && int32_t(ts_echo - p.recover_ts) < 0;
   if (!seq_lt(p.una, p.recover_end) || spurious) {
     if (spurious) st_.spurious_rto++;
     p.recovering = false;
@@ -625,7 +633,12 @@ void EthDevice::continue_recovery(Peer& p, uint32_t acked, uint32_t ts_echo) {
 // is unacknowledged was lost. Up to the peer's window goes now, the rest as
 // acknowledgements come (a recovery known not to be spurious).
 void EthDevice::resend_lost_tail(Peer& p, uint64_t now) {
-  uint64_t age = p.srtt_ns ? p.srtt_ns : p.rto_ns;
+  // At most once per round trip (and 64 frames at a time, as a NAK's
+  // bitmap): a forged or repeated notice cannot make us resend more.
+  uint64_t rtt = p.srtt_ns ? p.srtt_ns + 4 * p.rttvar_ns : p.rto_ns;
+  if (now - p.tail_resent_ns < std::max<uint64_t>(rtt, uint64_t(cfg_.rto_min_us) * 1000)) return;
+  p.tail_resent_ns = now;
+  uint64_t age = rtt;  // frames younger than a round trip may still be on their way
   uint32_t end = p.una;
   while (seq_lt(end, p.next_seq)) {
     const TxSlot& t = p.ring[end % cfg_.window];
@@ -633,7 +646,7 @@ void EthDevice::resend_lost_tail(Peer& p, uint64_t now) {
     end++;
   }
   if (end == p.una) return;  // all of it may still be on its way
-  uint32_t limit = p.una + std::max<uint32_t>(p.peer_window, 1);
+  uint32_t limit = p.una + std::min<uint32_t>(std::max<uint32_t>(p.peer_window, 1), 64);
   if (seq_lt(end, limit)) limit = end;
   uint32_t s = p.una;
   for (; seq_lt(s, limit); s++) {
@@ -665,6 +678,7 @@ void EthDevice::kick_senders(uint64_t now) {
       Peer& p = peers_[id];
       if (p.kicked == kick_stamp_ || p.state != Peer::kUp || p.rx_held || p.reorder.empty()) continue;
       p.kicked = kick_stamp_;
+      if (p.nak_seq == p.expected && now - p.nak_sent_ns < p.rto_ns / 2) continue;  // told already
       send_ctrl(p, kNak);
       p.nak_seq = p.expected;
       p.nak_sent_ns = now;
@@ -1059,9 +1073,7 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
 // before its ring overflows (the seed's STOP/GO, as credits).
 void EthDevice::update_window(uint64_t now) {
   next_window_ns_ = now + 1000000;  // once per millisecond
-  timespec rt;
-  clock_gettime(CLOCK_REALTIME, &rt);
-  real_off_ns_ = int64_t(uint64_t(rt.tv_sec) * 1000000000ull + uint64_t(rt.tv_nsec)) - int64_t(now);
+  refresh_real_offset();
   // A tail dropped by a full ring has no frame after it to say so: the
   // kernel's count is read here (a syscall a millisecond), which also
   // re-arms its per-frame flag.
@@ -1081,6 +1093,17 @@ void EthDevice::update_window(uint64_t now) {
     heard_ids_.clear();
   }
   set_shares();
+}
+
+// CLOCK_REALTIME − CLOCK_MONOTONIC, from a real-time reading between two
+// monotonic ones (not the poll's `now`, which may be a while old).
+void EthDevice::refresh_real_offset() {
+  timespec a, r, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  clock_gettime(CLOCK_REALTIME, &r);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  auto ns = [](const timespec& t) { return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec; };
+  real_off_ns_ = ns(r) - (ns(a) + (ns(b) - ns(a)) / 2);
 }
 
 void EthDevice::set_shares() {
@@ -1158,8 +1181,9 @@ void EthDevice::run_peer_timers(Peer& p, uint64_t now, uint64_t rto_max, uint64_
         }
         rail = int(other_rail(p, r));
       }
+      uint64_t sent = p.retrans;
       retransmit(p, p.una, rail);
-      start_recovery(p, now);
+      if (p.retrans != sent) start_recovery(p);
       p.rto_deadline = now + std::min(p.rto_ns << std::min(p.tries, 16u), rto_max);
     }
     // The peer said STOP and nothing of ours is in flight: ask it for its
@@ -1189,6 +1213,7 @@ void EthDevice::run_peer_timers(Peer& p, uint64_t now, uint64_t rto_max, uint64_
 // probe or (trunks) link check.
 uint64_t EthDevice::next_timer_ns() const noexcept {
   uint64_t t = rails_.size() > 1 ? next_link_ns_ : UINT64_MAX;
+  if (kick_pending_) t = std::min(t, next_kick_ns_);
   for (PeerId id : ack_due_) t = std::min(t, peers_[id].ack_deadline ? peers_[id].ack_deadline : t);
   for (PeerId id : timed_) {
     const Peer& p = peers_[id];
@@ -1232,17 +1257,17 @@ int EthDevice::poll_busy(PacketSink& sink, int budget) noexcept {
     if (!w.rx_maybe()) continue;
     int want = std::min(budget - total, 32);
     int n = w.rx_burst(fr, want);
-    if (n == want) drained = false;  // more may wait behind these
+    if (n == want) drained = false, backlog_ = true;  // more may wait behind these
     if (n == 0) continue;
     if (!now) now = now_ns();
     for (int i = 0; i < n; i++) {
       touched_ = kNoPeer;
       // When the kernel took it (a clock step cannot put it in the future
-      // or more than a second back); else now.
+      // or further back than a hold can say); else now.
       frame_rx_ns_ = now;
       if (fr[i].rx_real_ns) {
         int64_t at = int64_t(fr[i].rx_real_ns) - real_off_ns_;
-        if (at < int64_t(now) && int64_t(now) - at < 1000000000) frame_rx_ns_ = uint64_t(at);
+        if (at < int64_t(now) && int64_t(now) - at < 4000000000) frame_rx_ns_ = uint64_t(at);
       }
       handle_frame(r, fr[i].data, fr[i].len, sink, now);
       if (touched_ != kNoPeer) track(peers_[touched_]);
@@ -1287,6 +1312,13 @@ int EthDevice::poll_busy(PacketSink& sink, int budget) noexcept {
   }
   if (now >= next_window_ns_) update_window(now);
   if (rails_.size() > 1 && now >= next_link_ns_) check_links(now);
+  if (drained && backlog_) {
+    // A backlog just drained: the ring may have overflowed meanwhile with
+    // no frame after the loss to say so (the kernel's count tells).
+    backlog_ = false;
+    if (cfg_.reliable && cfg_.tail_recovery)
+      for (Rail& r : rails_) r.wire->rx_dropped();
+  }
   for (Rail& r : rails_)
     if (r.wire->take_losing() && cfg_.reliable && cfg_.tail_recovery) kick_pending_ = true;
   // Only once the ring is drained: a sender's frames still waiting in it

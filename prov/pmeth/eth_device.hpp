@@ -56,6 +56,10 @@ struct DeviceConfig {
   // releases the resending of what followed it (a lost tail costs one RTO,
   // not one per frame); off: one frame per RTO.
   bool tail_recovery = true;
+  // A peer's window not confirmed by a frame from it for this long is stale
+  // (its receiver may share its ring with more senders by now): only a few
+  // frames go until the peer is heard again (0: never stale).
+  uint32_t stale_window_ms = 10;
   // Frame authentication (eth_auth.hpp): every frame carries a MAC under
   // `key`; frames without a valid one are dropped before any state exists.
   bool auth = false;
@@ -167,6 +171,8 @@ class EthDevice final : public Device {
     uint16_t peer_window = 0;
     std::vector<TxSlot> ring;
     uint64_t rto_ns = 0, srtt_ns = 0, rttvar_ns = 0;
+    uint64_t hold_ns = 0;         // the peer's smoothed hold before answering (part of the RTO)
+    uint64_t tail_resent_ns = 0;  // last resend_lost_tail
     uint64_t rto_deadline = 0;    // 0: no timer
     uint32_t tries = 0;
     // Tail recovery (cfg.tail_recovery): after an RTO resent `una`, frames
@@ -175,7 +181,8 @@ class EthDevice final : public Device {
     uint32_t recover_end = 0, recover_next = 0;
     bool recovering = false;
     bool recover_first = false;   // no acknowledgement since the RTO yet
-    uint32_t recover_ts = 0;      // µs timestamp of the RTO (echoes before it: originals)
+    uint32_t recover_ts = 0;      // the RTO's resent frame's timestamp (echoes before it: originals)
+    uint32_t retx_ts = 0;         // timestamp of the last frame resent
     uint32_t kicked = 0;          // kick_stamp_ of the last kick it got
     uint64_t hello_deadline = 0;
     uint32_t hello_tries = 0;
@@ -239,10 +246,11 @@ class EthDevice final : public Device {
   void retransmit(Peer& p, uint32_t seq, int rail = -1);
   void handle_frame(unsigned rail, const uint8_t* f, size_t len, PacketSink& sink, uint64_t now);
   void handle_ack(Peer& p, const FrameHdr& h, uint64_t now);
-  void start_recovery(Peer& p, uint64_t now);
+  void start_recovery(Peer& p);
   void resend_lost_tail(Peer& p, uint64_t now);
   void kick_senders(uint64_t now);
-  void continue_recovery(Peer& p, uint32_t acked, uint32_t ts_echo);
+  void continue_recovery(Peer& p, uint32_t ts_echo);
+  void refresh_real_offset();
   bool deliver(PeerId id, uint8_t flags, const uint8_t* body, size_t len, PacketSink& sink);
   void close_open() noexcept;
   bool bundleable(size_t len) const noexcept { return cfg_.bundle && kFrameOverhead + len <= frame_cap_ / 2; }
@@ -310,6 +318,7 @@ class EthDevice final : public Device {
   // The peers heard in this epoch and the previous one (whom to kick).
   std::vector<PeerId> heard_ids_, heard_prev_ids_;
   bool kick_pending_ = false;     // the kernel dropped frames: kick_senders()
+  bool backlog_ = false;          // a burst found more frames than it took
   uint64_t next_kick_ns_ = 0;
   uint32_t kick_stamp_ = 0;
   uint64_t last_rx_ns_ = 0;       // any frame (close lingers while they come)

@@ -52,6 +52,11 @@ const ParamSpec kParams[] = {
      "af_xdp: how the XDP program is attached: native (in the driver), skb (generic, any interface) or "
      "auto (native, else skb)",
      "auto"},
+    {"qdisc_bypass", T::kBool,
+     "af_packet: frames skip the interface's queueing discipline (PACKET_QDISC_BYPASS): less kernel work "
+     "per frame, but no traffic shaping (tc) applies to them, and sockets from the pmethd broker then "
+     "send nothing (its egress check runs after the qdisc; ignored for them)",
+     "0"},
     {"xdp_queue", T::kInt, "af_xdp: the receive queue of the interface the socket binds to", "0"},
     {"xdp_zerocopy", T::kBool, "af_xdp: require zero-copy (the driver's support); otherwise the kernel picks",
      "0"},
@@ -563,6 +568,7 @@ class PmEth final : public ProviderDef {
     wc.xdp_queue = uint32_t(std::max<int64_t>(g_params.get_int("xdp_queue"), 0));
     wc.xdp_zerocopy = g_params.get_bool("xdp_zerocopy");
     wc.busy_poll_us = unsigned(std::max<int64_t>(g_params.get_int("busy_poll_us"), 0));
+    wc.qdisc_bypass = g_params.get_bool("qdisc_bypass");
     // One wire per rail: the domain name is an interface, or a trunk a+b+...
     std::vector<std::unique_ptr<Wire>> rails;
     for (size_t start = 0; start <= domain.size();) {

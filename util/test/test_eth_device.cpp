@@ -1184,7 +1184,8 @@ void check_from_dev(const RawRx& r, uint8_t type, uint32_t dst_epoch, uint16_t l
   cr_assert_eq(r.h.version, pm::eth::kWireVersion);
   cr_assert_eq(r.h.type, type, "frame type %u, want %u", r.h.type, type);
   cr_assert_eq(r.h.flags, 0);
-  cr_assert_eq(f[pm::eth::kEthHdr + 3], 0);
+  // Byte 3 is the hold of the echoed frame: none without an echo.
+  if (!r.h.ts_echo) cr_assert_eq(f[pm::eth::kEthHdr + 3], 0);
   cr_assert_eq(r.h.job, kJob);
   cr_assert_eq(r.h.dst_ep, kRawEp);
   cr_assert_eq(r.h.src_ep, 10u);
@@ -1861,6 +1862,7 @@ Test(eth, receiver_without_room_stops_the_sender_and_loses_nothing) {
   cr_assert_eq(g_rb.got.size(), 5u);
   cr_assert_lt(sent, N, "the sender never stopped");
   cr_assert_gt(dev_stat(*g_b, "held"), 0u);
+  pump_for(0.02);  // what b said while this process was descheduled (a loaded machine) is read first
   cr_assert(g_a->peer_alive(to_b), "a stopped receiver was declared dead:\n%s", g_a->stats().c_str());
   cr_assert_neq(g_a->tx_state(to_b, 1), -FI_EHOSTUNREACH);
   g_rb.room = SIZE_MAX;
@@ -2093,15 +2095,18 @@ uint64_t rto_after_a_held_receiver(const DeviceConfig& cfg, unsigned n, double h
 
 }  // namespace
 
-// The frames waited 60 ms in the receiver's queue: its echo says so, and
-// the sender's RTO stays near the network's round trip (rto_max 200 ms
-// here, so an inflated sample would show).
+// The frames waited 300 ms in the receiver's queue: its frames say so, and
+// the sender's round trip stays the network's; its RTO adds the smoothed
+// hold (an eighth of it after one such sample) instead of the whole hold
+// and four times its variation (rto_max 1 s here, so that would show).
+// Bounds with margins of 2-4x for a loaded machine.
 Test(eth, a_descheduled_receiver_does_not_inflate_the_senders_rto) {
   DeviceConfig cfg = config();
-  cfg.rto_max_us = 200000;
+  cfg.rto_max_us = 1000000;
   cfg.retries = 40;
-  uint64_t rto = rto_after_a_held_receiver(cfg, 4, 0.06);
-  cr_assert_lt(rto, 20000u, "RTO %llu us after a 60 ms hold:\n%s", (unsigned long long)rto, g_a->stats().c_str());
+  uint64_t rto = rto_after_a_held_receiver(cfg, 4, 0.3);
+  cr_assert_lt(rto, 150000u, "RTO %llu us after a 300 ms hold:\n%s", (unsigned long long)rto, g_a->stats().c_str());
+  cr_assert_lt(peer_stat(*g_a, 2, "srtt_us"), 20000u, "%s", g_a->stats().c_str());
   // The spurious RTOs during the hold were recognised: nothing but the
   // timer's own resends of the oldest frame went twice.
   cr_assert_eq(dev_stat(*g_a, "recovery_resends"), 0u, "%s", g_a->stats().c_str());
@@ -2111,11 +2116,11 @@ Test(eth, a_descheduled_receiver_does_not_inflate_the_senders_rto) {
 // Without the correction the same hold inflates it (the test above can fail).
 Test(eth, without_echo_hold_the_held_receiver_inflates_the_rto) {
   DeviceConfig cfg = config();
-  cfg.rto_max_us = 200000;
+  cfg.rto_max_us = 1000000;
   cfg.retries = 40;
   cfg.echo_hold = false;
-  uint64_t rto = rto_after_a_held_receiver(cfg, 4, 0.06);
-  cr_assert_gt(rto, 20000u, "RTO %llu us after a 60 ms hold:\n%s", (unsigned long long)rto, g_a->stats().c_str());
+  uint64_t rto = rto_after_a_held_receiver(cfg, 4, 0.3);
+  cr_assert_gt(rto, 200000u, "RTO %llu us after a 300 ms hold:\n%s", (unsigned long long)rto, g_a->stats().c_str());
 }
 
 namespace {
@@ -2124,7 +2129,8 @@ namespace {
 // receive queue (ring: the receiver's wire knows it dropped frames, as
 // AF_PACKET's ring does), or on the way (the receiver cannot know). Returns
 // how many frames were resent.
-uint64_t lose_a_tail(const DeviceConfig& cfg, unsigned cap, bool ring = true) {
+uint64_t lose_a_tail(DeviceConfig cfg, unsigned cap, bool ring = true) {
+  cfg.stale_window_ms = 0;  // a stalled test process must not make the window stale
   g_a = open_dev(1, cfg);
   g_b = open_dev(2, cfg);
   PeerId to_b = resolve(*g_a, *g_b);
@@ -2133,6 +2139,9 @@ uint64_t lose_a_tail(const DeviceConfig& cfg, unsigned cap, bool ring = true) {
   LoopFaults f = faults();
   f.rx_cap = ring ? cap : 0;
   set_faults(f);
+  // b takes in its smaller ring (its window shares); a does not know yet
+  // (as a sender that last heard b before others started sending to it).
+  poll_only(*g_b, g_rb, 0.003);
   const unsigned n = kWindow;
   for (unsigned i = 1; i <= n; i++) {
     if (!ring && i == cap + 1) {
@@ -2171,8 +2180,7 @@ Test(eth, a_lost_tail_is_resent_after_one_timeout) {
   cr_log_info("tail of 28: %llu resent, %llu recoveries, %llu recovery resends, %.3f s", (unsigned long long)resent,
               (unsigned long long)rec, (unsigned long long)res, s);
   cr_assert_geq(res, kWindow - 4 - 1, "%s", g_a->stats().c_str());
-  // Each RTO is one recovery at most; the tail needs one or two (the
-  // receiver's window share, 3 frames of its 4, paces the resends).
+  // One RTO, one recovery (two if a resend was lost to a stall).
   cr_assert_leq(rec, 2u, "%s", g_a->stats().c_str());
   cr_assert_eq(dev_stat(*g_a, "spurious_rto"), 0u, "%s", g_a->stats().c_str());
   cr_assert_eq(dev_stat(*g_b, "kicks"), 0u, "the receiver cannot know of losses on the way");
@@ -2193,32 +2201,21 @@ Test(eth, a_tail_dropped_by_a_full_receive_ring_is_resent_without_a_timeout) {
   cr_assert_eq(dev_stat(*g_a, "recoveries"), 0u, "an RTO was needed:\n%s", g_a->stats().c_str());
 }
 
-// The same without tail recovery: one frame per RTO (what the test above
-// guards against).
-Test(eth, without_tail_recovery_each_lost_frame_waits_for_an_rto, .timeout = 30) {
-  DeviceConfig cfg = config();
-  cfg.tail_recovery = false;
-  cfg.retries = 40;
-  cfg.dead_ms = 60000;
-  lose_a_tail(cfg, 4);
-  cr_assert_eq(dev_stat(*g_a, "recovery_resends"), 0u);
-  cr_assert_eq(dev_stat(*g_b, "kicks"), 0u);
-  cr_assert_geq(peer_stat(*g_a, 2, "retrans"), kWindow - 4u);
-}
-
-// A window learnt 30 ms ago may be stale (the receiver may share its ring
+// A window learnt 60 ms ago may be stale (the receiver may share its ring
 // with more senders since): only a few frames go until the peer is heard
 // again, then the whole window.
 Test(eth, a_stale_window_lets_only_a_few_frames_go_until_the_peer_is_heard) {
-  g_a = open_dev(1, slow_config());
-  g_b = open_dev(2, slow_config());
+  DeviceConfig cfg = slow_config();
+  cfg.stale_window_ms = 40;  // (a test process stalled longer than that would fail the second part)
+  g_a = open_dev(1, cfg);
+  g_b = open_dev(2, cfg);
   PeerId to_b = resolve(*g_a, *g_b);
   send_blocking(*g_a, to_b, 0, 10);
   cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
-  usleep(30000);
+  usleep(60000);
   unsigned sent = 0;
   while (sent < kWindow && send_pkt(*g_a, to_b, 1 + sent, 100) == 0) sent++;
-  cr_assert_eq(sent, 4u, "%u frames went on a 30 ms old window", sent);
+  cr_assert_eq(sent, 4u, "%u frames went on a 60 ms old window", sent);
   // b takes them and acknowledges: the window is current again.
   cr_assert(pump([&] { return g_a->tx_state(to_b, 1 + sent) == 1; }));
   unsigned more = 0;
@@ -2229,12 +2226,12 @@ Test(eth, a_stale_window_lets_only_a_few_frames_go_until_the_peer_is_heard) {
   for (unsigned i = 1; i <= kWindow; i++) check_pkt(g_rb.got[i], from_a, i, 100);
 }
 
-// The other half: the acknowledgements wait 60 ms in the sender's queue.
+// The other half: the acknowledgements wait 300 ms in the sender's queue.
 // The sample runs to when they arrived, not to when the sender read them.
 Test(eth, a_sender_reading_its_acks_late_keeps_its_rto) {
   for (bool hold : {true, false}) {
     DeviceConfig cfg = config();
-    cfg.rto_max_us = 200000;
+    cfg.rto_max_us = 1000000;
     cfg.retries = 40;
     cfg.echo_hold = hold;
     g_b.reset();
@@ -2248,14 +2245,14 @@ Test(eth, a_sender_reading_its_acks_late_keeps_its_rto) {
     cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
     for (unsigned i = 1; i <= 4; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, 100), 0);
     g_a->flush();
-    poll_only(*g_b, g_rb, 0.06);
+    poll_only(*g_b, g_rb, 0.3);
     cr_assert_eq(g_rb.got.size(), 5u);
     cr_assert(pump([&] { return g_a->tx_state(to_b, 5) == 1; }));
     uint64_t rto = peer_stat(*g_a, 2, "rto_us");
     if (hold)
-      cr_assert_lt(rto, 20000u, "RTO %llu us:\n%s", (unsigned long long)rto, g_a->stats().c_str());
+      cr_assert_lt(rto, 150000u, "RTO %llu us:\n%s", (unsigned long long)rto, g_a->stats().c_str());
     else
-      cr_assert_gt(rto, 20000u, "RTO %llu us without echo_hold:\n%s", (unsigned long long)rto, g_a->stats().c_str());
+      cr_assert_gt(rto, 200000u, "RTO %llu us without echo_hold:\n%s", (unsigned long long)rto, g_a->stats().c_str());
   }
 }
 

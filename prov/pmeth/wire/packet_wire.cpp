@@ -103,6 +103,10 @@ class PacketWire final : public Wire {
     tx_base_ = ring_ + size_t(rx_.tp_block_size) * rx_.tp_block_nr;
     track_rx_head();
     if (broker_conn_) return 0;  // bound by the broker
+    if (cfg.qdisc_bypass && setsockopt(fd_.get(), SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof one) != 0) {
+      *why = std::string("PACKET_QDISC_BYPASS: ") + strerror(errno);
+      return -FI_EIO;
+    }
     sockaddr_ll sll{};
     sll.sll_family = AF_PACKET;
     sll.sll_protocol = htons(cfg.ethertype);

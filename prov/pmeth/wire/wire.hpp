@@ -72,6 +72,8 @@ struct WireConfig {
   size_t tx_ring_bytes;
   // AF_PACKET without CAP_NET_RAW: the pmethd broker to ask (empty: none).
   std::string broker;
+  // AF_PACKET only: transmit past the qdisc (not for brokered sockets).
+  bool qdisc_bypass = false;
   // AF_XDP only.
   XdpMode xdp_mode = XdpMode::kAuto;
   uint32_t xdp_queue = 0;   // the receive queue the socket binds to
