@@ -25,7 +25,7 @@
 // exceeds that many KiB; -G when the mappings grew by more than that many.
 //
 // A helper opens E endpoints, writes addr.<k>, inserts hub.addr, posts one
-// receive per endpoint, waits for the file "go", sends one message from each
+// receive per endpoint, waits for the file "go.<k>", sends one message from each
 // endpoint to the hub, waits for all its completions, checks the hub's
 // payloads, writes ok.<k>, then stays open (blocked in fi_cq_sread) until
 // the file "done", so the hub's idle figures see N live peers.
@@ -253,6 +253,7 @@ ssize_t reap(Fabric& f, int ms, const char* what, F&& on) {
 // ---- helper ----------------------------------------------------------------
 
 int run_helper(int index, uint32_t first, size_t n_eps) {
+  double t0 = now_s();
   Fabric f = open_fabric(1);
   std::vector<fid_ep*> eps(n_eps);
   std::string names;
@@ -267,6 +268,7 @@ int run_helper(int index, uint32_t first, size_t n_eps) {
   file.append(reinterpret_cast<const char*>(hdr), sizeof hdr);
   file += names;
   put_file("addr." + std::to_string(index), file.data(), file.size());
+  double t_open = now_s() - t0;
 
   std::string hub = wait_file("hub.addr", "waiting for hub.addr");
   fi_addr_t hub_addr = FI_ADDR_UNSPEC;
@@ -292,7 +294,7 @@ int run_helper(int index, uint32_t first, size_t n_eps) {
     s.buf = &mem[(2 * i + 1) * g_size];
     fill(s.buf, first + uint32_t(i), kToHub);
   }
-  wait_file("go", "waiting for go");
+  wait_file("go." + std::to_string(index), "waiting for go");
   size_t pending = 2 * n_eps, got = 0;
   auto on = [&](Op& op, const fi_cq_msg_entry& e) {
     pending--;
@@ -324,8 +326,10 @@ int run_helper(int index, uint32_t first, size_t n_eps) {
     reap(f, 100, "idle", [](Op&, const fi_cq_msg_entry&) { die("unexpected completion while idle"); });
     check_time("waiting for done");
   }
+  double t1 = now_s();
   for (fid_ep* ep : eps) FI_OK(fi_close(&ep->fid));
   close_fabric(f);
+  printf("helper %d endpoints=%zu open_s=%.3f close_s=%.3f\n", index, n_eps, t_open, now_s() - t1);
   return 0;
 }
 
@@ -347,6 +351,7 @@ int run_hub(size_t n, int helpers, double max_kib_per_peer, long max_new_maps) {
 
   std::string all;
   size_t name_len = 0;
+  std::vector<size_t> start(size_t(helpers) + 1, 0);  // helper k's peers: [start[k], start[k + 1])
   for (int k = 0; k < helpers; k++) {
     std::string a = wait_file("addr." + std::to_string(k), "waiting for the helpers' addresses");
     uint32_t hdr[2];
@@ -356,6 +361,7 @@ int run_hub(size_t n, int helpers, double max_kib_per_peer, long max_new_maps) {
       die("addr.%d: malformed", k);
     name_len = hdr[1];
     all.append(a, sizeof hdr, std::string::npos);
+    start[size_t(k) + 1] = start[size_t(k)] + hdr[0];
   }
   if (!name_len || all.size() != n * name_len) die("the helpers have %zu endpoints, not %zu", all.size() / std::max<size_t>(name_len, 1), n);
   {
@@ -409,22 +415,34 @@ int run_hub(size_t n, int helpers, double max_kib_per_peer, long max_new_maps) {
       posted++;
     }
   };
+  // In waves, one helper's endpoints each: helper k starts ("go.<k>") once
+  // the messages of helpers 0..k-1 have all arrived, so that at most E new
+  // peers' handshakes and messages are on their way to the hub at once, not
+  // N (an incast of 10,000 new peers overflows any receive ring, and the
+  // retransmissions that follow are not what is measured here).
   post_recvs();
-  put_file("go", "", 0);
   double t1 = now_s();
-  for (size_t i = 0; i < n; i++) {
-    Op& s = ops[2 * i + 1];
-    for (;;) {
-      if (sends_out < tx_depth) {
-        ssize_t rc = fi_send(ep, s.buf, g_size, nullptr, peers[i], &s.ctx);
-        if (rc == 0) break;
-        if (rc != -FI_EAGAIN) die("fi_send to peer %zu: %zd (%s)", i, rc, fi_strerror(int(-rc)));
-      }
-      reap(f, 0, "sending", on);
+  for (int k = 0; k < helpers; k++) {
+    while (recvd < start[size_t(k)]) {
+      reap(f, 1, "waiting for a wave", on);
       post_recvs();
-      check_time("sending to the peers");
+      check_time("waiting for the previous helpers' messages");
     }
-    sends_out++;
+    put_file("go." + std::to_string(k), "", 0);
+    for (size_t i = start[size_t(k)]; i < start[size_t(k) + 1]; i++) {
+      Op& s = ops[2 * i + 1];
+      for (;;) {
+        if (sends_out < tx_depth) {
+          ssize_t rc = fi_send(ep, s.buf, g_size, nullptr, peers[i], &s.ctx);
+          if (rc == 0) break;
+          if (rc != -FI_EAGAIN) die("fi_send to peer %zu: %zd (%s)", i, rc, fi_strerror(int(-rc)));
+        }
+        reap(f, 0, "sending", on);
+        post_recvs();
+        check_time("sending to the peers");
+      }
+      sends_out++;
+    }
   }
   while (sent_done < n || recvd < n) {
     reap(f, 100, "completing", on);

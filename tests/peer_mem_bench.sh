@@ -78,6 +78,8 @@ for ((k = 0; k < helpers; k++)); do
 done
 pids=()
 cat "$tmp/hub.out"
+cat "$tmp"/helper.*.log | awk '/^helper/ { for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[2] > m[kv[1]]) m[kv[1]] = kv[2] } }
+  END { printf "slowest helper: open_s=%s close_s=%s\n", m["open_s"], m["close_s"] }'
 if [ "$hub_rc" -ne 0 ]; then
   echo "FAIL: hub exited $hub_rc"
   grep -v '^ *peer \|^.*statistics:' "$tmp/hub.err" | tail -20
