@@ -22,17 +22,32 @@ set -u
 bin=$1 n=$2 prov=${3:-pmeth}
 shift 2
 [ $# -gt 0 ] && shift
-eps=${PM_PEER_EPS:-250} limit=${PM_PEER_TIMEOUT:-300}
+eps=${PM_PEER_EPS:-250} limit=${PM_PEER_TIMEOUT:-300} net=${PM_PEER_NET:-lo}
+case "$net" in lo | bridge) ;; *) echo "PM_PEER_NET: lo or bridge"; exit 2 ;; esac
 
 if [ -z "${PM_PEER_MEM_NETNS:-}" ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "SKIP: needs root (a network namespace of its own, raw packet sockets)"
     exit 77
   fi
-  PM_PEER_MEM_NETNS=1 exec unshare -n "$0" "$bin" "$n" "$prov" "$@"
+  PM_PEER_MEM_NETNS=1 exec unshare -n -m "$0" "$bin" "$n" "$prov" "$@"
 fi
+# This namespace's interfaces in /sys/class/net (pmeth reads them there);
+# the mount namespace is private to this script and its children.
+mount -t sysfs sysfs /sys || { echo "FAIL: cannot mount sysfs in the namespace"; exit 1; }
 ip link set lo up && ip link set lo mtu 1500 || { echo "FAIL: cannot set up lo in the namespace"; exit 1; }
-
+sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 2>/dev/null
+helpers=$(((n + eps - 1) / eps))
+if [ "$net" = bridge ]; then
+  # The hub on pmh, helper k on pm<k>: veth pairs whose other ends are ports
+  # of one bridge, which sends a unicast frame only out of the port its
+  # destination MAC was learnt on.
+  ip link add pmbr type bridge && ip link set pmbr up || { echo "FAIL: cannot make a bridge"; exit 1; }
+  for v in h $(seq 0 $((helpers - 1))); do
+    ip link add "pm$v" type veth peer name "pb$v" && ip link set "pb$v" master pmbr && ip link set "pb$v" up &&
+      ip link set "pm$v" up || { echo "FAIL: cannot make veth pm$v"; exit 1; }
+  done
+fi
 tmp=$(mktemp -d /tmp/peer_mem.XXXXXX)
 pids=()
 cleanup() {
@@ -45,8 +60,9 @@ ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 common=(FI_LOG_LEVEL=warn)
 if [ "$prov" = pmeth ]; then
-  common+=(FI_PMETH_IFACE=lo FI_PMETH_SHM=0)
-  helper_env=(FI_PMETH_RX_RING_KB=64 FI_PMETH_TX_RING_KB=64 FI_PMETH_LIVE_STATS=0 FI_PMETH_STATS=0)
+  common+=(FI_PMETH_SHM=0)
+  helper_env=(FI_PMETH_RX_RING_KB=64 FI_PMETH_TX_RING_KB=64 FI_PMETH_LIVE_STATS=0 FI_PMETH_STATS=0
+    FI_PMETH_PROGRESS_THREAD=0)
   hub_env=(FI_PMETH_STATS=1)
 else
   common+=(FI_TCP_IFACE=lo)
@@ -54,16 +70,19 @@ else
   hub_env=()
 fi
 
-helpers=$(((n + eps - 1) / eps))
-echo "peers $n, $helpers helpers of up to $eps endpoints, prov $prov, lo mtu 1500 in a namespace of its own"
+echo "peers $n, $helpers helpers of up to $eps endpoints, prov $prov, net $net (MTU 1500) in a namespace of its own"
 for ((k = 0; k < helpers; k++)); do
   first=$((k * eps)) e=$((n - k * eps))
   [ "$e" -gt "$eps" ] && e=$eps
-  env "${common[@]}" "${helper_env[@]}" FI_PROVIDER="$prov" timeout "$limit" \
+  iface=lo
+  [ "$net" = bridge ] && iface=pm$k
+  env "${common[@]}" "${helper_env[@]}" FI_PMETH_IFACE="$iface" FI_PROVIDER="$prov" timeout "$limit" \
     "$bin" helper -d "$tmp" -k "$k" -b "$first" -e "$e" -p "$prov" -T "$limit" >"$tmp/helper.$k.log" 2>&1 &
   pids+=($!)
 done
-env "${common[@]}" "${hub_env[@]}" FI_PROVIDER="$prov" timeout "$((limit + 10))" \
+iface=lo
+[ "$net" = bridge ] && iface=pmh
+env "${common[@]}" "${hub_env[@]}" FI_PMETH_IFACE="$iface" FI_PROVIDER="$prov" timeout "$((limit + 10))" \
   "$bin" hub -d "$tmp" -n "$n" -k "$helpers" -p "$prov" -T "$limit" "$@" >"$tmp/hub.out" 2>"$tmp/hub.err"
 hub_rc=$?
 fail=0
