@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
 # What one endpoint holds for N peers after one real message to each
 # (tests/peer_mem_bench.cpp, docs/scale.md): a hub and ceil(N/E) helper
-# processes of E endpoints each, on lo.
+# processes of E endpoints each.
 #
 #   peer_mem_bench.sh <peer_mem_bench> <N> [prov] [hub options, e.g. -B 24 -G 16]
 #
 # prov: pmeth (default) or 'tcp;ofi_rxm'. Environment: PM_PEER_EPS (E,
-# default 250), PM_PEER_TIMEOUT (s, default 300, every process).
+# default 250), PM_PEER_TIMEOUT (s, default 300, every process), PM_PEER_NET
+# (pmeth: lo, default, every endpoint on lo; bridge, the hub and each helper
+# on a veth of its own whose other end is a port of one bridge, so that a
+# frame goes past at most one helper's packet sockets, not all N),
+# PM_PEER_KEEP (keep the directory of files and logs).
 #
-# Runs in a network namespace of its own (unshare -n; root) whose lo is up
-# with MTU 1500, so that the AF_PACKET ring slots are Ethernet-sized (2 KiB,
-# not the 128 KiB of a 64 KiB MTU) and thousands of packet sockets on lo do
-# not slow down the host's own loopback traffic. pmeth: FI_PMETH_SHM=0 (every
-# frame on the wire), helpers with 64 KiB rings (FI_PMETH_RX_RING_KB /
-# TX_RING_KB; the minimum of two 64 KiB blocks applies) and no live
+# Runs in a network and mount namespace of its own (unshare -n -m; root,
+# with sysfs mounted again so that pmeth sees the namespace's interfaces);
+# lo up with MTU 1500, so that AF_PACKET ring slots are Ethernet-sized (2 KiB,
+# not the 128 KiB of a 64 KiB MTU), and thousands of packet sockets do not
+# slow down the host's own traffic. pmeth: FI_PMETH_SHM=0 (every frame on
+# the wire), helpers with 64 KiB rings (FI_PMETH_RX_RING_KB / TX_RING_KB; the
+# minimum of two 64 KiB blocks applies), no progress thread and no live
 # statistics; the hub with the defaults and FI_PMETH_STATS=1, whose
-# statistics must show every peer sent to and heard from over the wire.
-# Exit 0 only when every process exits 0 and the checks pass; 77 (skip)
-# without root.
+# statistics must show N peers and frames both ways through af_packet.
+# tcp;ofi_rxm always on lo (FI_TCP_IFACE=lo). Exit 0 only when every process
+# exits 0 and the checks pass; 77 (skip) without root.
 set -u
 bin=$1 n=$2 prov=${3:-pmeth}
 shift 2
