@@ -560,10 +560,12 @@ void EthDevice::handle_ack(Peer& p, const FrameHdr& h, uint64_t now) {
     uint64_t held = cfg_.echo_hold ? hold_ns(h.hold) : 0;
     rtt = rtt >= held ? rtt - held : UINT64_MAX;
     if (rtt < 10000000000ull) {
-      // The timer must still wait for a peer that answers late: its holds,
-      // smoothed, are added to the RTO (as QUIC adds the ACK delay), not
-      // to the round trip that tells losses apart.
-      p.hold_ns = p.srtt_ns ? (7 * p.hold_ns + held) / 8 : held;
+      // The timer must still wait for a peer that answers late: its
+      // longest recent hold (a maximum that decays by an eighth a sample)
+      // is added to the RTO, as QUIC adds the peer's ACK delay, not to the
+      // round trip that tells losses apart. Losses at a peer that was away
+      // are reported by the peer itself once back (kick_senders).
+      p.hold_ns = std::max(held, p.hold_ns - p.hold_ns / 8);
       if (!p.srtt_ns) {
         p.srtt_ns = rtt;
         p.rttvar_ns = rtt / 2;

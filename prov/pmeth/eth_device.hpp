@@ -171,7 +171,7 @@ class EthDevice final : public Device {
     uint16_t peer_window = 0;
     std::vector<TxSlot> ring;
     uint64_t rto_ns = 0, srtt_ns = 0, rttvar_ns = 0;
-    uint64_t hold_ns = 0;         // the peer's smoothed hold before answering (part of the RTO)
+    uint64_t hold_ns = 0;         // the peer's longest recent hold before answering (part of the RTO)
     uint64_t tail_resent_ns = 0;  // last resend_lost_tail
     uint64_t rto_deadline = 0;    // 0: no timer
     uint32_t tries = 0;
