@@ -41,56 +41,22 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include "multiproc.hpp"
+
 namespace {
 
-std::string g_prov = "pmeth", g_dir, g_patterns = "alltoall,incast,ring";
+std::string g_prov = "pmeth", g_patterns = "alltoall,incast,ring";
 int g_rank = -1, g_n = 0, g_iters = 4;
 double g_hold = 0;  // -H: seconds to keep the endpoint open at the end
 bool g_quiet = false;  // the warm-up: no result line
 size_t g_size = 65536;
-double g_deadline = 0;
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-[[noreturn]] void die(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void die(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "cluster_xfer rank %d: FAIL: ", g_rank);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  exit(1);
-}
-
-void check_time(const char* what) {
-  if (now() > g_deadline) die("deadline passed while %s", what);
-}
-
-#define FI_OK(call)                                                               \
-  do {                                                                            \
-    int rc_ = (call);                                                             \
-    if (rc_) die("%s: %d (%s)", #call, rc_, fi_strerror(-rc_));                   \
-  } while (0)
-
-// ---- rendezvous through files --------------------------------------------
-
-void put_file(const std::string& name, const void* data, size_t len) {
-  std::string tmp = g_dir + "/." + name + ".tmp", path = g_dir + "/" + name;
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0 || write(fd, data, len) != ssize_t(len) || close(fd) != 0 || rename(tmp.c_str(), path.c_str()) != 0)
-    die("cannot write %s", path.c_str());
-}
-
-std::string wait_file(const std::string& name, const char* what) {
-  std::string path = g_dir + "/" + name;
-  for (;;) {
-    std::ifstream in(path, std::ios::binary);
-    if (in) return std::string(std::istreambuf_iterator<char>(in), {});
-    check_time(what);
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-}
+double now() { return mp::now_s(); }
+using mp::check_time;
+using mp::die;
+using mp::g_dir;
+using mp::put_file;
+using mp::wait_file;
 
 void barrier(const std::string& phase) {
   put_file("bar." + phase + "." + std::to_string(g_rank), "", 0);
@@ -301,11 +267,12 @@ int main(int argc, char** argv) {
       default: return 2;
     }
   }
+  mp::g_who = "cluster_xfer rank " + std::to_string(g_rank);
   if (g_rank < 0 || g_n < 2 || g_rank >= g_n || g_dir.empty() || g_size == 0 || g_iters < 1) {
     fprintf(stderr, "usage: cluster_xfer -p prov -r rank -n N -d dir [-t patterns] [-s bytes] [-i iters] [-T s]\n");
     return 2;
   }
-  g_deadline = now() + timeout;
+  mp::g_deadline = now() + timeout;
   open_fabric();
   barrier("open");
   // Warm-up, not timed: one small message between every pair, so that

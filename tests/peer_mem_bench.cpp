@@ -57,38 +57,17 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 
+#include "multiproc.hpp"
+
 namespace {
 
-std::string g_role, g_dir, g_prov = "pmeth";
+std::string g_role, g_prov = "pmeth";
 size_t g_size = 64;
-double g_deadline = 0;
 
-double now_s() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
-
-[[noreturn]] void die(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void die(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "peer_mem_bench %s: FAIL: ", g_role.c_str());
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  exit(1);
-}
-
-void check_time(const char* what) {
-  if (now_s() > g_deadline) die("deadline passed while %s", what);
-}
-
-#define FI_OK(call)                                                 \
-  do {                                                              \
-    int rc_ = (call);                                               \
-    if (rc_) die("%s: %d (%s)", #call, rc_, fi_strerror(-rc_));     \
-  } while (0)
+using mp::check_time;
+using mp::die;
+using mp::g_dir;
+using mp::now_s;
 
 // ---- measurements ----------------------------------------------------------
 
@@ -124,24 +103,11 @@ Snapshot snap() { return {rss_kib(), maps_count()}; }
 
 // ---- files -----------------------------------------------------------------
 
-void put_file(const std::string& name, const void* data, size_t len) {
-  std::string tmp = g_dir + "/." + name + ".tmp", path = g_dir + "/" + name;
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0 || write(fd, data, len) != ssize_t(len) || close(fd) != 0 || rename(tmp.c_str(), path.c_str()) != 0)
-    die("cannot write %s", path.c_str());
-}
+using mp::put_file;
 
 bool have_file(const std::string& name) { return access((g_dir + "/" + name).c_str(), F_OK) == 0; }
 
-std::string wait_file(const std::string& name, const char* what) {
-  std::string path = g_dir + "/" + name;
-  for (;;) {
-    std::ifstream in(path, std::ios::binary);
-    if (in) return std::string(std::istreambuf_iterator<char>(in), {});
-    check_time(what);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
+std::string wait_file(const std::string& name, const char* what) { return mp::wait_file(name, what, 5); }
 
 // ---- payloads --------------------------------------------------------------
 
@@ -510,6 +476,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   g_role = argv[1];
+  mp::g_who = "peer_mem_bench " + g_role;
   double timeout = 300, max_kib = 0;
   long max_maps = -1, n = 0, k = -1, first = -1, eps = 0;
   optind = 2;
@@ -528,7 +495,7 @@ int main(int argc, char** argv) {
       default: return 2;
     }
   }
-  g_deadline = now_s() + timeout;
+  mp::g_deadline = now_s() + timeout;
   if (g_dir.empty() || g_size < 4) die("-d is required and -s at least 4");
   if (g_role == "hub") {
     if (n < 1 || k < 1) die("hub: -n and -k are required");
@@ -536,5 +503,6 @@ int main(int argc, char** argv) {
   }
   if (k < 0 || first < 0 || eps < 1) die("helper: -k, -b and -e are required");
   g_role += " " + std::to_string(k);
+  mp::g_who = "peer_mem_bench " + g_role;
   return run_helper(int(k), uint32_t(first), size_t(eps));
 }
