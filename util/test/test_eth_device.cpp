@@ -2271,3 +2271,54 @@ Test(eth, hold_codes_round_down_within_an_eighth) {
   cr_assert_eq(pm::eth::hold_ns(0xff), 15ull * 32768 * 8000);
   cr_assert_eq(pm::eth::hold_ns(0), 0u);
 }
+
+// A forged (or repeated) empty-bitmap NAK, sent by whoever can put frames
+// on the segment under b's name: the first makes a resend at most 64
+// frames (of 128 in flight), the next ones within a round trip (RTO_MIN
+// 200 ms here) nothing. Before the cap, each one resent the whole window.
+Test(eth, empty_bitmap_naks_cannot_multiply_resends) {
+  DeviceConfig cfg = config();
+  cfg.window = 128;
+  cfg.retries = 1000;
+  cfg.dead_ms = 60000;
+  cfg.rto_init_us = 200000;
+  cfg.rto_min_us = 200000;
+  cfg.rto_max_us = 400000;
+  g_a = open_dev(1, cfg);
+  g_b = open_dev(2, cfg);
+  PeerId to_b = resolve(*g_a, *g_b);
+  send_blocking(*g_a, to_b, 0, 10);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
+  g_raw = open_wire(2, g_seg);  // opened after b: it takes b's frames from now on
+  unsigned sent = 0;
+  while (sent < 128 && send_pkt(*g_a, to_b, 1 + sent, 1000) == 0) sent++;
+  g_a->flush();
+  std::vector<RawRx> rx, more;
+  while (!(more = raw_rx()).empty()) rx.insert(rx.end(), more.begin(), more.end());
+  cr_assert_geq(rx.size(), 100u, "a sent %zu frames", rx.size());
+  FrameHdr d0 = rx[0].h;
+  usleep(2000);  // older than a round trip (the frames it may resend)
+  size_t resent = 0;
+  for (int round = 0; round < 3; round++) {
+    FrameHdr h;
+    h.type = pm::eth::kNak;
+    h.job = kJob;
+    h.dst_ep = 1;
+    h.src_ep = 2;
+    h.src_epoch = d0.dst_epoch;
+    h.dst_epoch = d0.src_epoch;
+    h.ack = d0.seq;
+    h.window = 128;
+    std::vector<uint8_t> fb = raw_frame(h, std::vector<uint8_t>(8, 0));
+    Frame fr{fb.data(), fb.size()};
+    cr_assert_eq(g_raw->tx_burst(&fr, 1), 1);
+    g_a->poll(g_ra, 64);
+    g_a->flush();
+    size_t n = 0;
+    while (!(more = raw_rx()).empty()) n += more.size();
+    if (round == 0) cr_assert(n > 0 && n <= 64, "the first NAK: %zu frames resent", n);
+    resent += n;
+  }
+  cr_assert_leq(resent, 64u, "three NAKs within a round trip: %zu frames resent", resent);
+  cr_assert_eq(dev_stat(*g_a, "kicked"), 1u);
+}
