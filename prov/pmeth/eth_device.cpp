@@ -788,6 +788,7 @@ void EthDevice::revive(PeerId id, uint64_t now, PacketSink& sink) {
   p.state = Peer::kNew;
   p.tries = p.hello_tries = 0;
   p.probe_gap_ns = 0;
+  p.asking_since_ns = 0;
   p.last_heard_ns = now;
 }
 
@@ -884,6 +885,7 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
     heard_ids_.push_back(id);
   }
   p.probe_gap_ns = 0;
+  p.asking_since_ns = 0;
   p.rx_frames++;
   p.rx_bytes += len;
   rails_[rail].rx_frames++;
@@ -1156,7 +1158,8 @@ void EthDevice::run_peer_timers(Peer& p, uint64_t now, uint64_t rto_max, uint64_
       p.hello_deadline = now + std::min(p.rto_ns << std::min(p.hello_tries, 16u), rto_max);
     }
     if (p.state == Peer::kUp && p.rto_deadline && now >= p.rto_deadline) {
-      if (++p.tries > cfg_.retries && now - p.last_heard_ns > dead) {
+      if (!p.asking_since_ns) p.asking_since_ns = now;
+      if (++p.tries > cfg_.retries && unanswered_for(p, now) > dead) {
         declare_unreachable(p, "nothing heard from it for the dead time, and no acknowledgement after the retry budget");
         return;
       }
@@ -1194,8 +1197,9 @@ void EthDevice::run_peer_timers(Peer& p, uint64_t now, uint64_t rto_max, uint64_
       if (!p.persist_ns) p.persist_ns = now + p.rto_ns;
       else if (now >= p.persist_ns) {
         send_ctrl(p, kProbe);
+        if (!p.asking_since_ns) p.asking_since_ns = now;
         p.persist_ns = now + std::min(p.rto_ns << std::min(++p.tries, 16u), rto_max);
-        if (now - p.last_heard_ns > dead) {
+        if (unanswered_for(p, now) > dead) {
           declare_unreachable(p, "no answer to window probes for the dead time");
           return;
         }
@@ -1340,12 +1344,13 @@ bool EthDevice::peer_alive(PeerId peer) noexcept {
   // dead time without a word from it.
   uint64_t now = now_ns();
   uint64_t silent = now - p.last_heard_ns;
-  if (silent > uint64_t(cfg_.dead_ms) * 1000000) {
+  if (unanswered_for(p, now) > uint64_t(cfg_.dead_ms) * 1000000) {
     declare_unreachable(p, "no answer to liveness probes for the dead time");
     return false;
   }
   if (!p.probe_gap_ns) p.probe_gap_ns = p.rto_ns;
   if (silent > p.probe_gap_ns && now - p.probe_sent_ns >= p.probe_gap_ns) {
+    if (!p.asking_since_ns) p.asking_since_ns = now;
     send_ctrl(p, kProbe);
     p.probe_sent_ns = now;
     p.probe_gap_ns = std::min(p.probe_gap_ns * 2, uint64_t(cfg_.rto_max_us) * 1000);

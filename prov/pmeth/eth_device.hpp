@@ -11,6 +11,7 @@
 // resent on the others (the sequence numbers make duplicates harmless).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -209,6 +210,10 @@ class EthDevice final : public Device {
     uint64_t rail_probe_ns[kMaxRails] = {};
     uint32_t rail_timeouts[kMaxRails] = {};  // RTOs in a row with that rail silent
     uint64_t last_heard_ns = 0;
+    // Since when we ask (resend, probe) without an answer (0: not asking).
+    // Death is decided on it, not on the silence alone: a peer that was
+    // quiet because nobody asked it anything is not dead for it.
+    uint64_t asking_since_ns = 0;
     uint64_t probe_sent_ns = 0;
     // statistics
     uint64_t tx_frames = 0, tx_bytes = 0, rx_frames = 0, rx_bytes = 0, retrans = 0, dups = 0, ooo = 0,
@@ -273,6 +278,11 @@ class EthDevice final : public Device {
   void update_window(uint64_t now);
   void set_shares();
   void declare_unreachable(Peer& p, const char* why);
+  // How long the peer has left us asking unanswered (0: not asking).
+  static uint64_t unanswered_for(const Peer& p, uint64_t now) noexcept {
+    if (!p.asking_since_ns) return 0;
+    return std::min(now - p.asking_since_ns, now - p.last_heard_ns);
+  }
 
   DeviceConfig cfg_;
   std::vector<UniqueFd> claims_;

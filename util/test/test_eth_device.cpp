@@ -2322,3 +2322,21 @@ Test(eth, empty_bitmap_naks_cannot_multiply_resends) {
   cr_assert_leq(resent, 64u, "three NAKs within a round trip: %zu frames resent", resent);
   cr_assert_eq(dev_stat(*g_a, "kicked"), 1u);
 }
+
+// Two peers with nothing to say to each other for longer than the dead time
+// (400 ms here), then an operation asks whether b is alive: b is probed, not
+// declared dead for the silence nobody asked it to break; it answers.
+Test(eth, a_peer_quiet_past_the_dead_time_is_probed_not_declared_dead) {
+  g_a = open_dev(1);
+  g_b = open_dev(2);
+  PeerId to_b = resolve(*g_a, *g_b);
+  send_blocking(*g_a, to_b, 0, 10);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
+  usleep(600000);
+  cr_assert(g_a->peer_alive(to_b), "an idle peer was declared dead at the first question:\n%s", g_a->stats().c_str());
+  cr_assert(pump([&] { return dev_stat(*g_a, "peers") == 1 && g_a->peer_alive(to_b) && g_rb.got.size() == 1; }, 0.2));
+  send_blocking(*g_a, to_b, 1, 10);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 2) == 1; }), "%s", g_a->stats().c_str());
+  cr_assert_eq(g_rb.got.size(), 2u);
+  cr_assert_eq(dev_stat(*g_a, "resets"), 0u, "%s", g_a->stats().c_str());
+}
