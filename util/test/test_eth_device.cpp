@@ -2069,6 +2069,17 @@ Test(eth, an_ack_for_the_open_frame_leaves_it_intact) {
 
 namespace {
 
+// Devices a (1) and b (2) with `cfg`, their session up: packet 0 (10 bytes)
+// delivered and acknowledged. Returns b as a's peer.
+PeerId pair_up(const DeviceConfig& cfg) {
+  g_a = open_dev(1, cfg);
+  g_b = open_dev(2, cfg);
+  PeerId to_b = resolve(*g_a, *g_b);
+  send_blocking(*g_a, to_b, 0, 10);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
+  return to_b;
+}
+
 // Polls only `dev` for `seconds` (the other side is "descheduled").
 void poll_only(EthDevice& dev, Recorder& rec, double seconds) {
   uint64_t end = pm::now_ns() + uint64_t(seconds * 1e9);
@@ -2078,11 +2089,7 @@ void poll_only(EthDevice& dev, Recorder& rec, double seconds) {
 // a sends `n` packets while b is not polled for `hold_s`; then both run
 // until every packet is acknowledged. Returns a's RTO towards b after.
 uint64_t rto_after_a_held_receiver(const DeviceConfig& cfg, unsigned n, double hold_s) {
-  g_a = open_dev(1, cfg);
-  g_b = open_dev(2, cfg);
-  PeerId to_b = resolve(*g_a, *g_b);
-  send_blocking(*g_a, to_b, 0, 10);
-  cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
+  PeerId to_b = pair_up(cfg);
   for (unsigned i = 1; i <= n; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, 100), 0);
   poll_only(*g_a, g_ra, hold_s);
   cr_assert(pump([&] { return g_a->tx_state(to_b, 1 + n) == 1; }), "%s\n%s", g_a->stats().c_str(),
@@ -2132,11 +2139,7 @@ namespace {
 // how many frames were resent.
 uint64_t lose_a_tail(DeviceConfig cfg, unsigned cap, bool ring = true) {
   cfg.stale_window_ms = 0;  // a stalled test process must not make the window stale
-  g_a = open_dev(1, cfg);
-  g_b = open_dev(2, cfg);
-  PeerId to_b = resolve(*g_a, *g_b);
-  send_blocking(*g_a, to_b, 0, 10);
-  cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
+  PeerId to_b = pair_up(cfg);
   LoopFaults f = faults();
   f.rx_cap = ring ? cap : 0;
   set_faults(f);
@@ -2208,11 +2211,7 @@ Test(eth, a_tail_dropped_by_a_full_receive_ring_is_resent_without_a_timeout) {
 Test(eth, a_stale_window_lets_only_a_few_frames_go_until_the_peer_is_heard) {
   DeviceConfig cfg = slow_config();
   cfg.stale_window_ms = 40;  // (a test process stalled longer than that would fail the second part)
-  g_a = open_dev(1, cfg);
-  g_b = open_dev(2, cfg);
-  PeerId to_b = resolve(*g_a, *g_b);
-  send_blocking(*g_a, to_b, 0, 10);
-  cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
+  PeerId to_b = pair_up(cfg);
   usleep(60000);
   unsigned sent = 0;
   while (sent < kWindow && send_pkt(*g_a, to_b, 1 + sent, 100) == 0) sent++;
@@ -2239,11 +2238,7 @@ Test(eth, a_sender_reading_its_acks_late_keeps_its_rto) {
     g_a.reset();
     g_rb.got.clear();
     g_seg = new_segment();
-    g_a = open_dev(1, cfg);
-    g_b = open_dev(2, cfg);
-    PeerId to_b = resolve(*g_a, *g_b);
-    send_blocking(*g_a, to_b, 0, 10);
-    cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
+    PeerId to_b = pair_up(cfg);
     for (unsigned i = 1; i <= 4; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, 100), 0);
     g_a->flush();
     poll_only(*g_b, g_rb, 0.3);
@@ -2284,11 +2279,7 @@ Test(eth, empty_bitmap_naks_cannot_multiply_resends) {
   cfg.rto_init_us = 200000;
   cfg.rto_min_us = 200000;
   cfg.rto_max_us = 400000;
-  g_a = open_dev(1, cfg);
-  g_b = open_dev(2, cfg);
-  PeerId to_b = resolve(*g_a, *g_b);
-  send_blocking(*g_a, to_b, 0, 10);
-  cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
+  PeerId to_b = pair_up(cfg);
   g_raw = open_wire(2, g_seg);  // opened after b: it takes b's frames from now on
   unsigned sent = 0;
   while (sent < 128 && send_pkt(*g_a, to_b, 1 + sent, 1000) == 0) sent++;
@@ -2327,11 +2318,7 @@ Test(eth, empty_bitmap_naks_cannot_multiply_resends) {
 // (400 ms here), then an operation asks whether b is alive: b is probed, not
 // declared dead for the silence nobody asked it to break; it answers.
 Test(eth, a_peer_quiet_past_the_dead_time_is_probed_not_declared_dead) {
-  g_a = open_dev(1);
-  g_b = open_dev(2);
-  PeerId to_b = resolve(*g_a, *g_b);
-  send_blocking(*g_a, to_b, 0, 10);
-  cr_assert(pump([&] { return g_a->tx_state(to_b, 1) == 1; }));
+  PeerId to_b = pair_up(config());
   usleep(600000);
   cr_assert(g_a->peer_alive(to_b), "an idle peer was declared dead at the first question:\n%s", g_a->stats().c_str());
   cr_assert(pump([&] { return dev_stat(*g_a, "peers") == 1 && g_a->peer_alive(to_b) && g_rb.got.size() == 1; }, 0.2));
