@@ -384,7 +384,9 @@ void Endpoint::fail_peer_ops(PeerId peer, int err) {
     if (it->second.peer == peer) {
       if (it->second.recv) complete_recv_err(it->second.recv, err, it->second.received);
       if (it->second.unexp) {
-        matcher_.unexpected(it->second.unexp->tagged()).remove(it->second.unexp);
+        // A discarded message still arriving left the list already.
+        if (it->second.unexp->hook.linked())
+          matcher_.unexpected(it->second.unexp->tagged()).remove(it->second.unexp);
         if (it->second.unexp->waiting) complete_recv_err(it->second.unexp->waiting, err, 0);
         delete it->second.unexp;
       }
