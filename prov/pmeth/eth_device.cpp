@@ -513,17 +513,17 @@ int EthDevice::tx_state(PeerId peer, uint64_t ticket) noexcept {
 }
 
 // Resends one frame: on `rail`, or (-1) where it went before while that
-// rail is usable.
-void EthDevice::retransmit(Peer& p, uint32_t seq, int rail) {
-  if (seq_lt(seq, p.una) || !seq_lt(seq, p.next_seq)) return;
+// rail is usable. False when it did not go (not in flight, or the ring is
+// full); *ts gets the timestamp it carries.
+bool EthDevice::retransmit(Peer& p, uint32_t seq, int rail, uint32_t* ts) {
+  if (seq_lt(seq, p.una) || !seq_lt(seq, p.next_seq)) return false;
   if (open_.peer != kNoPeer) close_open();  // it may be the open frame
   TxSlot& s = p.ring[seq % cfg_.window];
-  if (s.seq != seq || !s.len || !s.frame) return;
+  if (s.seq != seq || !s.len || !s.frame) return false;
   uint8_t* f = s.frame.get();
   FrameHdr h = decode_hdr(f + kEthHdr);
   h.ack = p.expected;
   h.ts = now_us();
-  p.retx_ts = h.ts;
   h.ts_echo = 0;  // a resent frame's echo would be stale
   h.hold = 0;
   h.dst_epoch = p.epoch;
@@ -532,11 +532,12 @@ void EthDevice::retransmit(Peer& p, uint32_t seq, int rail) {
   encode_hdr(f + kEthHdr, h);
   seal(f, s.len);
   unsigned r = rail >= 0 ? unsigned(rail) : rail_usable(p, s.rail) ? s.rail : other_rail(p, s.rail);
-  if (emit(p, r, f, s.len)) {
-    s.sent_ns = now_ns();
-    s.rail = uint8_t(r);
-    p.retrans++;
-  }
+  if (!emit(p, r, f, s.len)) return false;
+  s.sent_ns = now_ns();
+  s.rail = uint8_t(r);
+  p.retrans++;
+  if (ts) *ts = h.ts;
+  return true;
 }
 
 void EthDevice::handle_ack(Peer& p, const FrameHdr& h, uint64_t now) {
@@ -584,7 +585,7 @@ void EthDevice::handle_ack(Peer& p, const FrameHdr& h, uint64_t now) {
 // An RTO resent `una`: what was sent after it is suspect too. It is resent
 // as acknowledgements show the peer is back (continue_recovery), not now:
 // a receiver that is only slow would get it all twice.
-void EthDevice::start_recovery(Peer& p) {
+void EthDevice::start_recovery(Peer& p, uint32_t retx_ts) {
   if (!cfg_.tail_recovery || p.una + 1 == p.next_seq) return;  // nothing after it
   if (!p.recovering) st_.recoveries++;
   // Again from the start on every RTO: what this recovery resent before
@@ -593,7 +594,7 @@ void EthDevice::start_recovery(Peer& p) {
   p.recover_end = p.next_seq;
   p.recover_next = p.una + 1;
   p.recover_first = true;
-  p.recover_ts = p.retx_ts;  // the timestamp the resent frame carries
+  p.recover_ts = retx_ts;  // the timestamp the resent frame carries
 }
 
 // Frames were just acknowledged during a recovery. The first
@@ -621,9 +622,7 @@ void EthDevice::continue_recovery(Peer& p, uint32_t ts_echo) {
   uint32_t limit = p.una + std::max<uint32_t>(p.peer_window, 1);
   if (seq_lt(p.recover_end, limit)) limit = p.recover_end;
   while (seq_lt(p.recover_next, limit)) {
-    uint64_t before = p.retrans;
-    retransmit(p, p.recover_next);
-    if (p.retrans == before) break;  // the ring is full: the next ACK goes on
+    if (!retransmit(p, p.recover_next)) break;  // the ring is full: the next ACK goes on
     st_.recovery_resends++;
     p.recover_next++;
   }
@@ -651,12 +650,7 @@ void EthDevice::resend_lost_tail(Peer& p, uint64_t now) {
   uint32_t limit = p.una + std::min<uint32_t>(std::max<uint32_t>(p.peer_window, 1), 64);
   if (seq_lt(end, limit)) limit = end;
   uint32_t s = p.una;
-  for (; seq_lt(s, limit); s++) {
-    uint64_t before = p.retrans;
-    retransmit(p, s);
-    if (p.retrans == before) break;
-    st_.recovery_resends++;
-  }
+  for (; seq_lt(s, limit) && retransmit(p, s); s++) st_.recovery_resends++;
   st_.kicked++;
   if (seq_lt(s, end)) {
     p.recovering = true;
@@ -1186,9 +1180,8 @@ void EthDevice::run_peer_timers(Peer& p, uint64_t now, uint64_t rto_max, uint64_
         }
         rail = int(other_rail(p, r));
       }
-      uint64_t sent = p.retrans;
-      retransmit(p, p.una, rail);
-      if (p.retrans != sent) start_recovery(p);
+      uint32_t ts;
+      if (retransmit(p, p.una, rail, &ts)) start_recovery(p, ts);
       p.rto_deadline = now + std::min(p.rto_ns << std::min(p.tries, 16u), rto_max);
     }
     // The peer said STOP and nothing of ours is in flight: ask it for its

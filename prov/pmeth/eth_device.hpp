@@ -183,7 +183,6 @@ class EthDevice final : public Device {
     bool recovering = false;
     bool recover_first = false;   // no acknowledgement since the RTO yet
     uint32_t recover_ts = 0;      // the RTO's resent frame's timestamp (echoes before it: originals)
-    uint32_t retx_ts = 0;         // timestamp of the last frame resent
     uint32_t kicked = 0;          // kick_stamp_ of the last kick it got
     uint64_t hello_deadline = 0;
     uint32_t hello_tries = 0;
@@ -248,10 +247,10 @@ class EthDevice final : public Device {
   bool emit(Peer& p, unsigned rail, uint8_t* f, size_t len);
   void send_ctrl(Peer& p, uint8_t type, int rail = -1);
   void send_hello(Peer& p, uint8_t type);
-  void retransmit(Peer& p, uint32_t seq, int rail = -1);
+  bool retransmit(Peer& p, uint32_t seq, int rail = -1, uint32_t* ts = nullptr);
   void handle_frame(unsigned rail, const uint8_t* f, size_t len, PacketSink& sink, uint64_t now);
   void handle_ack(Peer& p, const FrameHdr& h, uint64_t now);
-  void start_recovery(Peer& p);
+  void start_recovery(Peer& p, uint32_t retx_ts);
   void resend_lost_tail(Peer& p, uint64_t now);
   void kick_senders(uint64_t now);
   void continue_recovery(Peer& p, uint32_t ts_echo);

@@ -74,8 +74,9 @@ const ParamSpec kParams[] = {
     {"delayed_ack_us", T::kInt,
      "longest wait for traffic back to carry an acknowledgement before one is sent alone", "50"},
     {"echo_hold", T::kBool,
-     "the timestamp a receiver echoes is advanced by how long it held the frame (from the kernel's "
-     "receive time): a descheduled receiver does not inflate its senders' round-trip times and timeouts",
+     "frames say how long their sender held the frame whose timestamp they echo (from the kernel's "
+     "receive time), and round-trip samples take it out and end at the echo's kernel arrival: descheduled "
+     "peers do not inflate round trips; the RTO adds the peer's recent maximum hold",
      "1"},
     {"tail_recovery", T::kBool,
      "after a retransmission timeout, the frames sent after the resent one are resent as soon as its "

@@ -185,7 +185,6 @@ class XdpWire final : public Wire {
     drops_ = d;
     return d;
   }
-  uint64_t drops_ = 0;
   const uint8_t* mac() const noexcept override { return mac_; }
   const char* kind() const noexcept override { return kind_.c_str(); }
   bool link_up() noexcept override { return iface_link_up(xsk_socket__fd(xsk_), iface_); }
@@ -377,6 +376,7 @@ class XdpWire final : public Wire {
 
   std::string iface_, kind_ = "af_xdp";
   size_t mtu_ = 1500;
+  uint64_t drops_ = 0;  // rx_dropped(): the socket's last count
   uint8_t mac_[6] = {0};
   UniqueFd link_, xsks_map_;
   XdpMode mode_ = XdpMode::kNative;
