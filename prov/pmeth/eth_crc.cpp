@@ -2,6 +2,7 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#include <immintrin.h>
 #include <nmmintrin.h>
 #endif
 
@@ -49,17 +50,11 @@ bool have_sse42() {
 // Four independent Fletcher-style lanes over 64-bit words (a += w; b += a),
 // mixed at the end: each lane's b sum depends on word order, and four lanes
 // run in parallel, several times faster than CRC32C's one dependent chain.
-uint32_t payload_sum(const void* data, size_t len) {
-  const uint8_t* p = static_cast<const uint8_t*>(data);
-  uint64_t a[4] = {1, 2, 3, 4}, b[4] = {0, 0, 0, 0};
-  size_t i = 0;
-  for (; i + 32 <= len; i += 32)
-    for (int k = 0; k < 4; k++) {
-      uint64_t w;
-      memcpy(&w, p + i + 8 * k, 8);
-      a[k] += w;
-      b[k] += a[k];
-    }
+// Lane k takes the words at byte offsets 32i + 8k; the bytes after the last
+// whole 32-byte block are folded into `tail`.
+namespace {
+
+uint32_t mix_lanes(const uint64_t a[4], const uint64_t b[4], const uint8_t* p, size_t i, size_t len) {
   uint64_t tail = len;
   for (size_t j = 0; i + j < len; j++) tail = (tail << 8 | (tail >> 56)) ^ p[i + j];
   uint64_t h = tail * 0x9E3779B97F4A7C15ull;
@@ -71,6 +66,75 @@ uint32_t payload_sum(const void* data, size_t len) {
   h *= 0xFF51AFD7ED558CCDull;
   h ^= h >> 33;
   return uint32_t(h ^ (h >> 32));
+}
+
+#if defined(__x86_64__)
+// The lanes in registers (the portable loop kept them in memory: a store
+// and a reload per word, 23 % of a sender's CPU at MTU 9000). SSE2 is part
+// of x86-64: lanes 0-1 and 2-3 in two registers each.
+uint32_t payload_sum_sse2(const uint8_t* p, size_t len) {
+  __m128i a01 = _mm_set_epi64x(2, 1), a23 = _mm_set_epi64x(4, 3);
+  __m128i b01 = _mm_setzero_si128(), b23 = _mm_setzero_si128();
+  size_t i = 0;
+  for (; i + 32 <= len; i += 32) {
+    a01 = _mm_add_epi64(a01, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)));
+    a23 = _mm_add_epi64(a23, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 16)));
+    b01 = _mm_add_epi64(b01, a01);
+    b23 = _mm_add_epi64(b23, a23);
+  }
+  uint64_t a[4], b[4];
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(a), a01);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(a + 2), a23);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(b), b01);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(b + 2), b23);
+  return mix_lanes(a, b, p, i, len);
+}
+
+__attribute__((target("avx2"))) uint32_t payload_sum_avx2(const uint8_t* p, size_t len) {
+  __m256i a = _mm256_set_epi64x(4, 3, 2, 1), b = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 32 <= len; i += 32) {
+    a = _mm256_add_epi64(a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+    b = _mm256_add_epi64(b, a);
+  }
+  uint64_t av[4], bv[4];
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(av), a);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(bv), b);
+  return mix_lanes(av, bv, p, i, len);
+}
+
+bool have_avx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2");
+}
+#endif
+
+}  // namespace
+
+// The definition, word by word (the reference the fast paths are tested
+// against, and the path where they do not exist).
+uint32_t payload_sum_portable(const void* data, size_t len) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  uint64_t a[4] = {1, 2, 3, 4}, b[4] = {0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 32 <= len; i += 32)
+    for (int k = 0; k < 4; k++) {
+      uint64_t w;
+      memcpy(&w, p + i + 8 * k, 8);
+      a[k] += w;
+      b[k] += a[k];
+    }
+  return mix_lanes(a, b, p, i, len);
+}
+
+uint32_t payload_sum(const void* data, size_t len) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+#if defined(__x86_64__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  static const bool avx2 = have_avx2();
+  return avx2 ? payload_sum_avx2(p, len) : payload_sum_sse2(p, len);
+#else
+  return payload_sum_portable(p, len);
+#endif
 }
 
 uint32_t crc32c(uint32_t crc, const void* data, size_t len) {

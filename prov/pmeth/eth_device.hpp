@@ -129,8 +129,8 @@ class EthDevice final : public Device {
   uint64_t next_timer_ns() const noexcept override;
   bool peer_alive(PeerId peer) noexcept override;
   bool close_drained() noexcept override;
-  int wait_fd() const noexcept override { return rails_.size() == 1 ? rails_[0].wire->fd() : epfd_.get(); }
-  void arm_wait(bool) noexcept override {}
+  int wait_fd() const noexcept override { return epfd_.get(); }
+  void arm_wait(bool armed) noexcept override;
   void drain_wait() noexcept override {}
   std::string stats(size_t max_peers = SIZE_MAX) const override;
 
@@ -286,7 +286,8 @@ class EthDevice final : public Device {
   DeviceConfig cfg_;
   std::vector<UniqueFd> claims_;
   std::vector<Rail> rails_;
-  UniqueFd epfd_;                 // trunks: every rail's fd
+  UniqueFd epfd_;                 // every rail's fd while armed
+  bool armed_ = false;
   uint32_t ep_id_;
   uint32_t epoch_;
   EthName self_;

@@ -193,6 +193,8 @@ inline bool seq_le(uint32_t a, uint32_t b) { return int32_t(a - b) <= 0; }
 uint32_t crc32c(uint32_t crc, const void* data, size_t len);
 // The payload's part of the frame checksum (see eth_crc.cpp).
 uint32_t payload_sum(const void* data, size_t len);
+// The same sum computed word by word, without vector instructions.
+uint32_t payload_sum_portable(const void* data, size_t len);
 // Frame checksum: CRC32C of the pmeth header (checksum and MAC fields 0)
 // XOR the payload sum.
 inline uint32_t frame_sum(const uint8_t* hdr, const uint8_t* payload, size_t len) {
