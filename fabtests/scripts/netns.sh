@@ -27,6 +27,10 @@
 #   netns.sh counters <prefix>       print what the loss rules saw and dropped
 #   netns.sh addr <prefix>           give <prefix>va 192.0.2.1/24 and <prefix>vb
 #                                    192.0.2.2/24 (TEST-NET-1), for IP providers
+#   netns.sh rps <prefix> <cpuA> <cpuB>  receive steering: frames arriving on
+#                                    <prefix>va are processed on cpu A, on <prefix>vb
+#                                    on cpu B (the cpus of the ranks there), not on
+#                                    the sending cpu (a veth's default), as on two hosts
 #   netns.sh down <prefix>           delete everything of <prefix> (idempotent)
 #
 # <prefix>: 1..13 of [a-z0-9] (interface names are limited to 15 bytes).
@@ -38,7 +42,7 @@ readonly ETHERTYPE=0x88b5
 readonly TABLE=pmfabric_loss
 readonly SETTLE_S=5   # bound on waiting for the veth link to come up
 
-usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "netns.sh: $*" >&2; exit 1; }
 
 check_prefix() {
@@ -216,6 +220,19 @@ cmd_addr() {
     done
 }
 
+cmd_rps() {
+    local p=$1 side cpu q
+    for side in a b; do
+        ns_exists "$p$side" || die "no namespace $p$side (run 'up' first)"
+        [[ $side == a ]] && cpu=$2 || cpu=$3
+        [[ $cpu =~ ^[0-9]+$ ]] && ((cpu < 64)) || die "bad cpu '$cpu'"
+        for q in $(ip netns exec "$p$side" sh -c "ls -d /sys/class/net/${p}v$side/queues/rx-*"); do
+            ip netns exec "$p$side" sh -c "printf '%x' $((1 << cpu)) > $q/rps_cpus" \
+                || die "cannot steer $q to cpu $cpu"
+        done
+    done
+}
+
 # Prints "<ns> <dev> seen=<frames> dropped=<frames>" per side (nothing
 # where no loss rule is installed).
 cmd_counters() {
@@ -241,5 +258,6 @@ case $cmd in
     loss) (($# == 3)) || usage; cmd_loss "$prefix" "$3" ;;
     counters) (($# == 2)) || usage; cmd_counters "$prefix" ;;
     addr) (($# == 2)) || usage; cmd_addr "$prefix" ;;
+    rps) (($# == 4)) || usage; cmd_rps "$prefix" "$3" "$4" ;;
     *) usage ;;
 esac
