@@ -27,10 +27,11 @@ const ParamSpec kParams[] = {
      "seccomp or without CAP_SYS_PTRACE in many containers) and always use the bounce-buffer path",
      "0"},
     {"cma", T::kString,
-     "when rendezvous messages use CMA single copy: auto (measured as they go: each rendezvous of 64 KiB "
-     "or more is timed, and per size class (64K-256K, 256K-1M, 1M-4M, 4M+) the faster of single copy "
-     "and the two-copy bounce pipeline is taken after three samples of each, the other tried every 64th "
-     "message; FI_LOG_LEVEL=info shows the figures), on (whenever permitted), off",
+     "when rendezvous messages use CMA single copy: auto (measured as they go: per size class (64K-256K, "
+     "256K-1M, 1M-4M, 4M+) the receiver times epochs of at least 8 messages and 1 ms that all take one "
+     "path, alternates until each path has 2 epochs, then takes the faster of single copy and the "
+     "two-copy bounce pipeline and tries the other one epoch in 16; FI_LOG_LEVEL=info shows the "
+     "figures), on (whenever permitted), off",
      "auto"},
     {"queue_cells", T::kSize, "receive queue cells of 256 bytes per endpoint (a power of two)", "1024"},
     {"chunk_size", T::kSize, "bytes per bounce buffer (largest packet)", "32768"},
