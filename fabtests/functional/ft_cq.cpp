@@ -253,6 +253,55 @@ void case_wait_fd() {
     barrier();
 }
 
+// fi_trywait, then a blocking wait on another CQ of the same domain (its
+// fi_cq_sread arms the devices and disarms them on the way out): the CQ that
+// passed fi_trywait must still wake poll() when the peer sends. Without the
+// progress thread, which would otherwise rescue the sleeper within an
+// interval.
+void case_wait_fd_beside_sread() {
+    setenv("FI_PMETH_PROGRESS_THREAD", "0", 1);
+    setenv("FI_PMSHM_PROGRESS_THREAD", "0", 1);
+    EpConfig cfg;
+    cfg.cq_wait = FI_WAIT_FD;
+    Endpoint ep(cfg);
+    auto addr = connect_all(ep);
+    warm_up(ep, addr);
+    if (rank() == kServer) {
+        int fd = -1;
+        FT_CALL(fi_control(&ep.cq->fid, FI_GETWAIT, &fd));
+        fid_cq* other = nullptr;
+        fi_cq_attr attr{};
+        attr.format = FI_CQ_FORMAT_TAGGED;
+        attr.wait_obj = FI_WAIT_UNSPEC;
+        FT_CALL(fi_cq_open(ep.domain, &attr, &other, nullptr));
+        auto r = post_recv(ep, 256, true, 0xB5);
+        fi_cq_tagged_entry e{};
+        fid* fids[1] = {&ep.cq->fid};
+        int rc = fi_trywait(ep.fabric, fids, 1);
+        FT_CHECK(rc == 0, "fi_trywait with nothing pending: %d (%s)", rc, errstr(rc));
+        ssize_t n = fi_cq_sread(other, &e, 1, nullptr, 50);
+        FT_CHECK(n == -FI_EAGAIN, "fi_cq_sread on the idle CQ: %zd (%s)", n, errstr(n));
+        signal_peer(kClient, kGo);
+        pollfd p{fd, POLLIN, 0};
+        int woke = poll(&p, 1, 3000);
+        FT_CHECK(woke == 1, "poll() on the CQ wait fd slept through the peer's send after another CQ's "
+                 "fi_cq_sread (n=%d)", woke);
+        double deadline = now_s() + 5;
+        ssize_t got;
+        while ((got = fi_cq_read(ep.cq, &e, 1)) == -FI_EAGAIN) FT_CHECK(now_s() < deadline, "no completion");
+        FT_EQ(got, 1, "fi_cq_read");
+        FT_CHECK(e.op_context == &r->ctx.fctx, "wrong context %p", e.op_context);
+        check(r->buf.data(), 256, 89, "payload");
+        FT_CALL(fi_close(&other->fid));
+    } else {
+        wait_signal(kServer, kGo);
+        sleep_ms(100);
+        auto s = post_send(ep, addr[kServer], 256, 89, true, 0xB5);
+        complete_send(ep, *s);
+    }
+    barrier();
+}
+
 // fi_ep_bind refuses a CQ (and an AV) opened on another domain with
 // -FI_EINVAL, as fi_endpoint(3) requires for objects of a different domain;
 // the same endpoint then binds its own domain's CQ and AV and enables.
@@ -299,6 +348,7 @@ int main(int argc, char** argv) {
                         {"sread_timeout", 2, case_sread_timeout},
                         {"sread_wake", 2, case_sread_wake},
                         {"wait_fd", 2, case_wait_fd},
+                        {"wait_fd_beside_sread", 2, case_wait_fd_beside_sread},
                         {"other_domain", 1, case_other_domain},
                     });
 }

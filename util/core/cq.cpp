@@ -82,8 +82,16 @@ int Cq::ensure_epoll() {
   return 0;
 }
 
+// Passed fi_trywait with nothing to read, until the next entry: the domain
+// keeps the devices armed meanwhile (Domain::trywait_hold).
+void Cq::set_trywait(bool on) {
+  if (on == trywait_armed_) return;
+  trywait_armed_ = on;
+  dom_.trywait_hold(on);
+}
+
 void Cq::wake() {
-  trywait_armed_ = false;
+  set_trywait(false);
   uint64_t one = 1;
   if (wakefd_) (void)!::write(wakefd_.get(), &one, sizeof one);
 }
@@ -269,13 +277,14 @@ int Cq::trywait() {
     e->device().arm_wait(true);
   }
   dom_.progress_locked();
-  trywait_armed_ = q_.empty();  // entries another thread adds wake the fd
+  set_trywait(q_.empty());  // entries another thread adds wake the fd
   return q_.empty() ? 0 : -FI_EAGAIN;
 }
 
 int Cq::close() {
   std::lock_guard<SpinLock> g(dom_.lock());
   if (!eps_.empty()) return -FI_EBUSY;
+  set_trywait(false);
   dom_.refs--;
   return 0;
 }

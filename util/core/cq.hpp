@@ -66,6 +66,7 @@ class Cq {
   void write_entry(void* dst, const Completion& c) const;
   int ensure_epoll();
   void wake();
+  void set_trywait(bool on);
 
   FidBox<fid_cq, Cq> box_;
   Domain& dom_;

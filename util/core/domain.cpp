@@ -87,7 +87,7 @@ void Domain::remove_ep(Endpoint* ep) {
 void Domain::arm_devices(bool on) {
   int n = armed_.load(std::memory_order_relaxed);
   armed_.store(on ? n + 1 : n - 1, std::memory_order_relaxed);
-  if (on ? n == 0 : n == 1)
+  if (on ? n == 0 : n == 1 && trywaits_ == 0)
     for (Endpoint* ep : eps_) ep->device().arm_wait(on);
 }
 

@@ -82,6 +82,10 @@ class Domain {
   // endpoint's device is armed (its wait fd fires on arrival).
   void arm_devices(bool on);
   void drain_devices();
+  // A CQ that passed fi_trywait with nothing to read (until its next entry):
+  // the devices it armed stay armed when the last blocking waiter leaves,
+  // so an application asleep on its fd is not left watching nothing.
+  void trywait_hold(bool on) { trywaits_ += on ? 1 : -1; }
   // epoll fd watching every endpoint's device wait fd; -1 if it cannot be made.
   int devices_fd();
   // Earliest time a device timer of the domain is due (UINT64_MAX: none).
@@ -118,6 +122,7 @@ class Domain {
   // Sleeping waiters (arm_devices); changed under the lock, read by the
   // helper without it.
   std::atomic<int> armed_{0};
+  int trywaits_ = 0;       // CQs holding their trywait arming (lock held)
   int dev_epfd_ = -1;      // devices_fd()
 
   // helper
