@@ -10,7 +10,9 @@
 //   ft_rawpp [-m pingpong|stream] [-S size] [-n iters] [-c cpu0,cpu1] [-v] [--short]
 // The interface is FI_PMETH_IFACE (per rank with FT_IFACE / FT_NETNS).
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <cstring>
 #include <string>
 
@@ -24,28 +26,45 @@ namespace {
 
 constexpr uint16_t kEtherType = 0x88B6;  // not pmeth's: the two never mix
 
-void run(size_t size, long iters) {
+// This rank's wire on FI_PMETH_IFACE, and a frame with room for `payload`
+// bytes (kFull: as many as the MTU allows) addressed to the other rank:
+// Ethernet header, then the destination id at byte 22 (the backend's filter
+// looks there), then zeros; at least 60 bytes.
+struct RawWire {
+    std::unique_ptr<pm::eth::Wire> w;
+    std::vector<uint8_t> frame;
+};
+constexpr size_t kFull = SIZE_MAX;
+RawWire open_raw(size_t ring_bytes, size_t payload) {
     const char* ifc = getenv("FI_PMETH_IFACE");
     FT_CHECK(ifc && *ifc, "set FI_PMETH_IFACE (or FT_IFACE) to the interface to use");
     uint32_t me = 0x7a000000u | (uint32_t)rank(), peer = 0x7a000000u | (uint32_t)(1 - rank());
     int err = 0;
     std::string why;
-    pm::eth::WireConfig wc{ifc, kEtherType, me, 1u << 20, 1u << 20};
-    auto w = pm::eth::open_packet_wire(wc, &err, &why);
-    FT_CHECK(w, "AF_PACKET on %s: %s", ifc, why.c_str());
-    std::vector<uint8_t> mac(w->mac(), w->mac() + 6);
+    pm::eth::WireConfig wc{ifc, kEtherType, me, ring_bytes, ring_bytes};
+    RawWire r;
+    r.w = pm::eth::open_packet_wire(wc, &err, &why);
+    FT_CHECK(r.w, "AF_PACKET on %s: %s", ifc, why.c_str());
+    std::vector<uint8_t> mac(r.w->mac(), r.w->mac() + 6);
     oob_send_bytes(1 - rank(), mac);
     std::vector<uint8_t> pmac = oob_recv_bytes(1 - rank());
     FT_CHECK(pmac.size() == 6, "peer MAC");
-    // Frame: Ethernet header, then the destination id at byte 22 (the
-    // backend's filter looks there), then the payload.
-    size_t flen = std::max<size_t>(26 + size, 60);
-    std::vector<uint8_t> f(flen, 0);
-    memcpy(f.data(), pmac.data(), 6);
-    memcpy(f.data() + 6, mac.data(), 6);
-    f[12] = kEtherType >> 8;
-    f[13] = kEtherType & 0xff;
-    memcpy(f.data() + 22, &peer, 4);
+    // 26 header bytes, 12 of them outside the MTU's count
+    size_t flen = payload == kFull ? r.w->mtu() + 14 : 26 + payload;
+    r.frame.assign(std::max<size_t>(flen, 60), 0);
+    std::copy(pmac.begin(), pmac.end(), r.frame.begin());
+    std::copy(mac.begin(), mac.end(), r.frame.begin() + 6);
+    r.frame[12] = kEtherType >> 8;
+    r.frame[13] = kEtherType & 0xff;
+    memcpy(r.frame.data() + 22, &peer, 4);
+    return r;
+}
+
+void run(size_t size, long iters) {
+    RawWire raw = open_raw(1u << 20, size);
+    auto& w = raw.w;
+    std::vector<uint8_t>& f = raw.frame;
+    const size_t flen = f.size();
     if (verify_mode()) fill(f.data() + 26, flen - 26, 77);
     pm::eth::Frame fr{f.data(), flen};
     auto recv_one = [&](long i) {
@@ -95,29 +114,14 @@ void run(size_t size, long iters) {
 constexpr uint32_t kWindow = 64, kKick = 16;
 
 void stream(size_t size, long iters) {
-    const char* ifc = getenv("FI_PMETH_IFACE");
-    FT_CHECK(ifc && *ifc, "set FI_PMETH_IFACE (or FT_IFACE) to the interface to use");
-    uint32_t me = 0x7a000000u | (uint32_t)rank(), peer = 0x7a000000u | (uint32_t)(1 - rank());
-    int err = 0;
-    std::string why;
-    pm::eth::WireConfig wc{ifc, kEtherType, me, 4u << 20, 4u << 20};
-    auto w = pm::eth::open_packet_wire(wc, &err, &why);
-    FT_CHECK(w, "AF_PACKET on %s: %s", ifc, why.c_str());
-    std::vector<uint8_t> mac(w->mac(), w->mac() + 6);
-    oob_send_bytes(1 - rank(), mac);
-    std::vector<uint8_t> pmac = oob_recv_bytes(1 - rank());
-    FT_CHECK(pmac.size() == 6, "peer MAC");
-    const size_t maxp = w->mtu() - 12;  // after the 26 header bytes (12 of them in the MTU's count)
+    RawWire raw = open_raw(4u << 20, kFull);
+    auto& w = raw.w;
+    std::vector<uint8_t>& f = raw.frame;
+    const size_t maxp = f.size() - 26;
     const size_t frames_per_msg = std::max<size_t>((size + maxp - 1) / maxp, 1);
     const uint64_t total = frames_per_msg * (uint64_t)iters;
     // (fewer where the receive ring holds fewer than two windows: lo's 64 KiB frames)
     const uint32_t window = (uint32_t)std::clamp<size_t>(w->rx_capacity() / 2, 1, kWindow);
-    std::vector<uint8_t> f(26 + std::max(maxp, (size_t)34), 0);
-    std::copy(pmac.begin(), pmac.end(), f.begin());
-    std::copy(mac.begin(), mac.end(), f.begin() + 6);
-    f[12] = kEtherType >> 8;
-    f[13] = kEtherType & 0xff;
-    memcpy(f.data() + 22, &peer, 4);
     if (verify_mode()) fill(f.data() + 34, f.size() - 34, 77);
     auto wait_frames = [&](auto&& on_frame, const char* what) {
         double deadline = now_s() + 5;

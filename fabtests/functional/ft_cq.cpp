@@ -207,7 +207,16 @@ void case_sread_wake() {
 }
 
 // FI_WAIT_FD: get the fd, fi_trywait, poll() must wake when the peer sends.
-void case_wait_fd() {
+// With beside_sread, between the first fi_trywait and poll() a blocking wait
+// on another CQ of the same domain (its fi_cq_sread arms the devices and
+// disarms them on the way out) must not leave the first CQ's fd watching
+// nothing; the progress thread, which would otherwise rescue the sleeper
+// within an interval, is off.
+void run_wait_fd(bool beside_sread) {
+    if (beside_sread) {
+        setenv("FI_PMETH_PROGRESS_THREAD", "0", 1);
+        setenv("FI_PMSHM_PROGRESS_THREAD", "0", 1);
+    }
     EpConfig cfg;
     cfg.cq_wait = FI_WAIT_FD;
     Endpoint ep(cfg);
@@ -217,6 +226,13 @@ void case_wait_fd() {
         int fd = -1;
         FT_CALL(fi_control(&ep.cq->fid, FI_GETWAIT, &fd));
         FT_CHECK(fd >= 0, "FI_GETWAIT returned fd %d", fd);
+        fid_cq* other = nullptr;
+        if (beside_sread) {
+            fi_cq_attr attr{};
+            attr.format = FI_CQ_FORMAT_TAGGED;
+            attr.wait_obj = FI_WAIT_UNSPEC;
+            FT_CALL(fi_cq_open(ep.domain, &attr, &other, nullptr));
+        }
         auto r = post_recv(ep, 256, true, 0xFD);
         signal_peer(kClient, kGo);
         double t0 = now_s(), deadline = t0 + 5.0;
@@ -226,11 +242,19 @@ void case_wait_fd() {
             fid* fids[1] = {&ep.cq->fid};
             int rc = fi_trywait(ep.fabric, fids, 1);
             if (rc == 0) {
+                if (other) {
+                    // well before the peer sends (200 ms after the signal)
+                    ssize_t n = fi_cq_sread(other, &e, 1, nullptr, 50);
+                    FT_CHECK(n == -FI_EAGAIN, "fi_cq_sread on the idle CQ: %zd (%s)", n, errstr(n));
+                    FT_CALL(fi_close(&other->fid));
+                    other = nullptr;
+                }
                 int left_ms = (int)((deadline - now_s()) * 1000);
                 FT_CHECK(left_ms > 0, "no completion within 5s");
                 pollfd p{fd, POLLIN, 0};
                 int n = poll(&p, 1, left_ms);
-                FT_CHECK(n == 1, "poll() on the CQ wait fd did not wake within 5s of the peer's send (n=%d)", n);
+                FT_CHECK(n == 1, "poll() on the CQ wait fd did not wake within 5s of the peer's send (n=%d)%s", n,
+                         beside_sread ? ", after another CQ's fi_cq_sread" : "");
                 ++wakeups;
             } else {
                 FT_CHECK(rc == -FI_EAGAIN, "fi_trywait: expected 0 or -FI_EAGAIN, got %d (%s)", rc, errstr(rc));
@@ -240,6 +264,7 @@ void case_wait_fd() {
             FT_CHECK(got == -FI_EAGAIN, "fi_cq_read: %zd (%s)", got, errstr(got));
             FT_CHECK(now_s() < deadline, "no completion within 5s");
         }
+        FT_CHECK(!other, "fi_trywait never returned 0: the other CQ's wait was not exercised");
         FT_CHECK(wakeups >= 1, "completion found without ever blocking in poll(): fd not exercised");
         FT_CHECK(e.op_context == &r->ctx.fctx, "wrong context %p", e.op_context);
         check(r->buf.data(), 256, 88, "wait_fd payload");
@@ -248,55 +273,6 @@ void case_wait_fd() {
         wait_signal(kServer, kGo);
         sleep_ms(200);
         auto s = post_send(ep, addr[kServer], 256, 88, true, 0xFD);
-        complete_send(ep, *s);
-    }
-    barrier();
-}
-
-// fi_trywait, then a blocking wait on another CQ of the same domain (its
-// fi_cq_sread arms the devices and disarms them on the way out): the CQ that
-// passed fi_trywait must still wake poll() when the peer sends. Without the
-// progress thread, which would otherwise rescue the sleeper within an
-// interval.
-void case_wait_fd_beside_sread() {
-    setenv("FI_PMETH_PROGRESS_THREAD", "0", 1);
-    setenv("FI_PMSHM_PROGRESS_THREAD", "0", 1);
-    EpConfig cfg;
-    cfg.cq_wait = FI_WAIT_FD;
-    Endpoint ep(cfg);
-    auto addr = connect_all(ep);
-    warm_up(ep, addr);
-    if (rank() == kServer) {
-        int fd = -1;
-        FT_CALL(fi_control(&ep.cq->fid, FI_GETWAIT, &fd));
-        fid_cq* other = nullptr;
-        fi_cq_attr attr{};
-        attr.format = FI_CQ_FORMAT_TAGGED;
-        attr.wait_obj = FI_WAIT_UNSPEC;
-        FT_CALL(fi_cq_open(ep.domain, &attr, &other, nullptr));
-        auto r = post_recv(ep, 256, true, 0xB5);
-        fi_cq_tagged_entry e{};
-        fid* fids[1] = {&ep.cq->fid};
-        int rc = fi_trywait(ep.fabric, fids, 1);
-        FT_CHECK(rc == 0, "fi_trywait with nothing pending: %d (%s)", rc, errstr(rc));
-        ssize_t n = fi_cq_sread(other, &e, 1, nullptr, 50);
-        FT_CHECK(n == -FI_EAGAIN, "fi_cq_sread on the idle CQ: %zd (%s)", n, errstr(n));
-        signal_peer(kClient, kGo);
-        pollfd p{fd, POLLIN, 0};
-        int woke = poll(&p, 1, 3000);
-        FT_CHECK(woke == 1, "poll() on the CQ wait fd slept through the peer's send after another CQ's "
-                 "fi_cq_sread (n=%d)", woke);
-        double deadline = now_s() + 5;
-        ssize_t got;
-        while ((got = fi_cq_read(ep.cq, &e, 1)) == -FI_EAGAIN) FT_CHECK(now_s() < deadline, "no completion");
-        FT_EQ(got, 1, "fi_cq_read");
-        FT_CHECK(e.op_context == &r->ctx.fctx, "wrong context %p", e.op_context);
-        check(r->buf.data(), 256, 89, "payload");
-        FT_CALL(fi_close(&other->fid));
-    } else {
-        wait_signal(kServer, kGo);
-        sleep_ms(100);
-        auto s = post_send(ep, addr[kServer], 256, 89, true, 0xB5);
         complete_send(ep, *s);
     }
     barrier();
@@ -347,8 +323,8 @@ int main(int argc, char** argv) {
                         {"format_tagged", 2, [] { run_format<fi_cq_tagged_entry>(FI_CQ_FORMAT_TAGGED); }},
                         {"sread_timeout", 2, case_sread_timeout},
                         {"sread_wake", 2, case_sread_wake},
-                        {"wait_fd", 2, case_wait_fd},
-                        {"wait_fd_beside_sread", 2, case_wait_fd_beside_sread},
+                        {"wait_fd", 2, [] { run_wait_fd(false); }},
+                        {"wait_fd_beside_sread", 2, [] { run_wait_fd(true); }},
                         {"other_domain", 1, case_other_domain},
                     });
 }
