@@ -29,8 +29,9 @@
 #                                    192.0.2.2/24 (TEST-NET-1), for IP providers
 #   netns.sh rps <prefix> <cpuA> <cpuB>  receive steering: frames arriving on
 #                                    <prefix>va are processed on cpu A, on <prefix>vb
-#                                    on cpu B (the cpus of the ranks there), not on
-#                                    the sending cpu (a veth's default), as on two hosts
+#                                    on cpu B (the cpus of the ranks there, 0..31), not
+#                                    on the sending cpu (a veth's default), as on two
+#                                    hosts; the first rail only
 #   netns.sh down <prefix>           delete everything of <prefix> (idempotent)
 #
 # <prefix>: 1..13 of [a-z0-9] (interface names are limited to 15 bytes).
@@ -42,7 +43,7 @@ readonly ETHERTYPE=0x88b5
 readonly TABLE=pmfabric_loss
 readonly SETTLE_S=5   # bound on waiting for the veth link to come up
 
-usage() { sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "netns.sh: $*" >&2; exit 1; }
 
 check_prefix() {
@@ -225,11 +226,14 @@ cmd_rps() {
     for side in a b; do
         ns_exists "$p$side" || die "no namespace $p$side (run 'up' first)"
         [[ $side == a ]] && cpu=$2 || cpu=$3
-        [[ $cpu =~ ^[0-9]+$ ]] && ((cpu < 64)) || die "bad cpu '$cpu'"
-        for q in $(ip netns exec "$p$side" sh -c "ls -d /sys/class/net/${p}v$side/queues/rx-*"); do
+        [[ $cpu =~ ^[0-9]+$ ]] && ((cpu < 32)) || die "bad cpu '$cpu' (0..31)"
+        local n=0
+        for q in $(ip netns exec "$p$side" sh -c "ls -d /sys/class/net/${p}v$side/queues/rx-* 2>/dev/null"); do
             ip netns exec "$p$side" sh -c "printf '%x' $((1 << cpu)) > $q/rps_cpus" \
                 || die "cannot steer $q to cpu $cpu"
+            n=$((n + 1))
         done
+        ((n > 0)) || die "no receive queue of ${p}v$side to steer"
     done
 }
 

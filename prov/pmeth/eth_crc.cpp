@@ -127,6 +127,21 @@ uint32_t payload_sum_portable(const void* data, size_t len) {
   return mix_lanes(a, b, p, i, len);
 }
 
+bool payload_sum_by(int path, const void* data, size_t len, uint32_t* sum) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  switch (path) {
+  case 0: *sum = payload_sum_portable(p, len); return true;
+#if defined(__x86_64__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  case 1: *sum = payload_sum_sse2(p, len); return true;
+  case 2:
+    if (!have_avx2()) return false;
+    *sum = payload_sum_avx2(p, len);
+    return true;
+#endif
+  default: return false;
+  }
+}
+
 uint32_t payload_sum(const void* data, size_t len) {
   const uint8_t* p = static_cast<const uint8_t*>(data);
 #if defined(__x86_64__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__

@@ -97,16 +97,21 @@ EthDevice::~EthDevice() { flush(); }
 
 void EthDevice::arm_wait(bool armed) noexcept {
   if (armed == armed_) return;
-  armed_ = armed;
+  bool ok = true;
   for (Rail& r : rails_) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     // Adding a socket with frames already waiting makes the fd ready at
     // once: nothing that came before the arming is slept through.
-    if (epoll_ctl(epfd_.get(), armed ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, r.wire->fd(), &ev) != 0 && armed)
-      PM_WARN(FI_LOG_EP_CTRL, "cannot watch the %s socket: %s (sleeps end at their timeout)",
-              r.wire->kind(), strerror(errno));
+    if (epoll_ctl(epfd_.get(), armed ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, r.wire->fd(), &ev) != 0 && armed &&
+        errno != EEXIST) {
+      ok = false;
+      PM_WARN(FI_LOG_EP_CTRL, "cannot watch the %s socket: %s (the next arming tries again)", r.wire->kind(),
+              strerror(errno));
+    }
   }
+  // Not armed unless every socket is watched: the next arming adds the rest.
+  armed_ = armed && ok;
 }
 
 void EthDevice::set_shm_part(uint32_t uid, uint32_t pid, uint64_t key) {

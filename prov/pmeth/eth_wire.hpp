@@ -195,6 +195,9 @@ uint32_t crc32c(uint32_t crc, const void* data, size_t len);
 uint32_t payload_sum(const void* data, size_t len);
 // The same sum computed word by word, without vector instructions.
 uint32_t payload_sum_portable(const void* data, size_t len);
+// The same sum by one implementation (tests): 0 portable, 1 SSE2, 2 AVX2;
+// false where that one cannot run here.
+bool payload_sum_by(int path, const void* data, size_t len, uint32_t* sum);
 // Frame checksum: CRC32C of the pmeth header (checksum and MAC fields 0)
 // XOR the payload sum.
 inline uint32_t frame_sum(const uint8_t* hdr, const uint8_t* payload, size_t len) {

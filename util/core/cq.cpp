@@ -231,7 +231,7 @@ ssize_t Cq::sread(void* buf, size_t count, fi_addr_t* src, const void* cond, int
       sleepers_--;
     }
     dom_.arm_devices(false);
-    for (Endpoint* e : eps_) e->device().drain_wait();
+    dom_.drain_devices();
     uint64_t v;
     if (sigfd_ && ::read(sigfd_.get(), &v, sizeof v) == sizeof v) signaled_ = true;
     while (::read(wakefd_.get(), &v, sizeof v) > 0) {
@@ -272,12 +272,12 @@ int Cq::trywait() {
   uint64_t v;
   while (::read(wakefd_.get(), &v, sizeof v) > 0) {
   }
-  for (Endpoint* e : eps_) {
-    e->device().drain_wait();
-    e->device().arm_wait(true);
-  }
+  for (Endpoint* e : eps_) e->device().drain_wait();
+  // Armed before looking, so that nothing arriving after the look is
+  // missed; released at once if there is something to read.
+  set_trywait(true);
   dom_.progress_locked();
-  set_trywait(q_.empty());  // entries another thread adds wake the fd
+  if (!q_.empty()) set_trywait(false);
   return q_.empty() ? 0 : -FI_EAGAIN;
 }
 

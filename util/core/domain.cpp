@@ -73,7 +73,7 @@ void Domain::add_ep(Endpoint* ep) {
     epoll_event ev{EPOLLIN, {.ptr = ep}};
     epoll_ctl(dev_epfd_, EPOLL_CTL_ADD, ep->device().wait_fd(), &ev);
   }
-  if (armed_.load(std::memory_order_relaxed)) ep->device().arm_wait(true);
+  if (armed_.load(std::memory_order_relaxed) || trywaits_) ep->device().arm_wait(true);
 }
 
 void Domain::remove_ep(Endpoint* ep) {
@@ -81,18 +81,26 @@ void Domain::remove_ep(Endpoint* ep) {
   if (it == eps_.end()) return;
   eps_.erase(it);
   if (dev_epfd_ >= 0) epoll_ctl(dev_epfd_, EPOLL_CTL_DEL, ep->device().wait_fd(), nullptr);
-  if (armed_.load(std::memory_order_relaxed)) ep->device().arm_wait(false);
+  if (armed_.load(std::memory_order_relaxed) || trywaits_) ep->device().arm_wait(false);
 }
 
 void Domain::arm_devices(bool on) {
   int n = armed_.load(std::memory_order_relaxed);
   armed_.store(on ? n + 1 : n - 1, std::memory_order_relaxed);
-  if (on ? n == 0 : n == 1 && trywaits_ == 0)
+  if ((on ? n == 0 : n == 1) && trywaits_ == 0)
+    for (Endpoint* ep : eps_) ep->device().arm_wait(on);
+}
+
+void Domain::trywait_hold(bool on) {
+  int before = trywaits_;
+  trywaits_ += on ? 1 : -1;
+  if ((on ? before == 0 : trywaits_ == 0) && armed_.load(std::memory_order_relaxed) == 0)
     for (Endpoint* ep : eps_) ep->device().arm_wait(on);
 }
 
 void Domain::drain_devices() {
   for (Endpoint* ep : eps_) ep->device().drain_wait();
+  for (Endpoint* ep : eps_) ep->progress();
 }
 
 uint64_t Domain::next_timer_ns() const {

@@ -81,11 +81,16 @@ class Domain {
   // Blocking waits (lock held): while at least one waiter sleeps, every
   // endpoint's device is armed (its wait fd fires on arrival).
   void arm_devices(bool on);
+  // Consumes the devices' wake-ups (after a sleep), then runs progress
+  // (not counted as the application's): what arrived is handled, so a
+  // thread asleep on a CQ's fd after fi_trywait is woken by the entry it
+  // makes, not left waiting on the wake-up consumed here.
   void drain_devices();
-  // A CQ that passed fi_trywait with nothing to read (until its next entry):
-  // the devices it armed stay armed when the last blocking waiter leaves,
-  // so an application asleep on its fd is not left watching nothing.
-  void trywait_hold(bool on) { trywaits_ += on ? 1 : -1; }
+  // A CQ that passed fi_trywait with nothing to read (until its next entry)
+  // holds the devices armed: the last blocking waiter leaving does not
+  // disarm them, so an application asleep on the CQ's fd is not left
+  // watching nothing; the last hold released with no waiter disarms them.
+  void trywait_hold(bool on);
   // epoll fd watching every endpoint's device wait fd; -1 if it cannot be made.
   int devices_fd();
   // Earliest time a device timer of the domain is due (UINT64_MAX: none).
