@@ -16,6 +16,8 @@
 #include <cstring>
 #include <string>
 
+#include <unistd.h>
+
 #include "ft_bench.h"
 #include "ft_proc.h"
 #include "wire/wire.hpp"
@@ -38,7 +40,9 @@ constexpr size_t kFull = SIZE_MAX;
 RawWire open_raw(size_t ring_bytes, size_t payload) {
     const char* ifc = getenv("FI_PMETH_IFACE");
     FT_CHECK(ifc && *ifc, "set FI_PMETH_IFACE (or FT_IFACE) to the interface to use");
-    uint32_t me = 0x7a000000u | (uint32_t)rank(), peer = 0x7a000000u | (uint32_t)(1 - rank());
+    // Ids of this run's ranks only (the pid), exchanged with the MACs: two
+    // runs on one interface (ctest -j) never take each other's frames.
+    uint32_t me = 0x7a000000u ^ (uint32_t)getpid();
     int err = 0;
     std::string why;
     pm::eth::WireConfig wc{ifc, kEtherType, me, ring_bytes, ring_bytes};
@@ -46,9 +50,15 @@ RawWire open_raw(size_t ring_bytes, size_t payload) {
     r.w = pm::eth::open_packet_wire(wc, &err, &why);
     FT_CHECK(r.w, "AF_PACKET on %s: %s", ifc, why.c_str());
     std::vector<uint8_t> mac(r.w->mac(), r.w->mac() + 6);
+    mac.resize(10);
+    memcpy(mac.data() + 6, &me, 4);
     oob_send_bytes(1 - rank(), mac);
     std::vector<uint8_t> pmac = oob_recv_bytes(1 - rank());
-    FT_CHECK(pmac.size() == 6, "peer MAC");
+    FT_CHECK(pmac.size() == 10, "peer MAC and id");
+    uint32_t peer;
+    memcpy(&peer, pmac.data() + 6, 4);
+    pmac.resize(6);
+    mac.resize(6);
     // 26 header bytes, 12 of them outside the MTU's count
     size_t flen = payload == kFull ? r.w->mtu() + 14 : 26 + payload;
     r.frame.assign(std::max<size_t>(flen, 60), 0);
@@ -110,7 +120,7 @@ void run(size_t size, long iters) {
 
 // The stream: a frame's payload starts with its window number and its index
 // in the window (u32 each); the window's last frame (index kWindow - 1) asks
-// for the answer, which carries the number of frames that arrived.
+// for the answer, a frame carrying that window's number.
 constexpr uint32_t kWindow = 64, kKick = 16;
 
 void stream(size_t size, long iters) {

@@ -1,7 +1,6 @@
 #include "eth_wire.hpp"
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <immintrin.h>
 #include <nmmintrin.h>
 #endif
@@ -40,9 +39,10 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_hw(uint32_t crc, const uint8_t
   return ~c32;
 }
 
-bool have_sse42() {
-  unsigned a, b, c, d;
-  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_2);
+// One way to ask the CPU (and the kernel, for the AVX state) for a feature.
+bool cpu_has_sse42() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("sse4.2");
 }
 #endif
 }  // namespace
@@ -103,7 +103,7 @@ __attribute__((target("avx2"))) uint32_t payload_sum_avx2(const uint8_t* p, size
   return mix_lanes(av, bv, p, i, len);
 }
 
-bool have_avx2() {
+bool cpu_has_avx2() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2");
 }
@@ -134,7 +134,7 @@ bool payload_sum_by(int path, const void* data, size_t len, uint32_t* sum) {
 #if defined(__x86_64__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   case 1: *sum = payload_sum_sse2(p, len); return true;
   case 2:
-    if (!have_avx2()) return false;
+    if (!cpu_has_avx2()) return false;
     *sum = payload_sum_avx2(p, len);
     return true;
 #endif
@@ -145,7 +145,7 @@ bool payload_sum_by(int path, const void* data, size_t len, uint32_t* sum) {
 uint32_t payload_sum(const void* data, size_t len) {
   const uint8_t* p = static_cast<const uint8_t*>(data);
 #if defined(__x86_64__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  static const bool avx2 = have_avx2();
+  static const bool avx2 = cpu_has_avx2();
   return avx2 ? payload_sum_avx2(p, len) : payload_sum_sse2(p, len);
 #else
   return payload_sum_portable(p, len);
@@ -155,7 +155,7 @@ uint32_t payload_sum(const void* data, size_t len) {
 uint32_t crc32c(uint32_t crc, const void* data, size_t len) {
   const uint8_t* p = static_cast<const uint8_t*>(data);
 #if defined(__x86_64__)
-  static const bool hw = have_sse42();
+  static const bool hw = cpu_has_sse42();
   if (hw) return crc32c_hw(crc, p, len);
 #endif
   return crc32c_sw(crc, p, len);
