@@ -928,11 +928,13 @@ Test(eth, idle_peer_is_probed_and_a_dead_one_is_found) {
     uint64_t want = rx0 + k + 1;
     cr_assert(pump([&] { return peer_stat(*g_a, 2, "rx_frames") == want; }, 1), "probe %d unanswered", k);
   }
+  // Asked at once after the last answer (reading the statistics first took
+  // longer than rto_max in a sanitized build): just heard from, no probe.
+  bool heard = g_a->peer_alive(to_b);
   cr_assert_eq(peer_stat(*g_a, 2, "tx_frames"), tx0 + 3, "three probes, %llu frames:\n%s\n%s",
                (unsigned long long)(peer_stat(*g_a, 2, "tx_frames") - tx0), g_a->stats().c_str(),
                g_b->stats().c_str());
-  cr_assert(g_a->peer_alive(to_b));  // just heard from: no probe
-  cr_assert_eq(peer_stat(*g_a, 2, "tx_frames"), tx0 + 3);
+  cr_assert(heard);
 
   g_b.reset();
   // Probed at doubling intervals; unreachable only after dead_ms (400 ms)
