@@ -4,17 +4,27 @@
 // (page pinning is slow on many virtual machines, fast on others), on the
 // size, and on overlap: while messages stream, the pipeline's two copies run
 // on the two processes' cores at once, which no per-message timing sees.
-// CopyChoice therefore measures epochs: per size class, every message of an
-// epoch takes the same path, and the epoch's rate is the bytes its messages
-// delivered over its wall time (at least kEpochMsgs messages and kEpochNs).
-// It alternates epochs until each path has kWarm of them, then takes the
-// faster path, and runs one epoch of the other every kExplore epochs, so a
-// change (machine load, size mix) is followed. An epoch with a pause (no
-// completion for kGapNs and for 4 times its average per message so far:
-// the application computed, or sent other sizes) gives no sample. Limitation: an
-// epoch's wall time includes whatever else the endpoint received meanwhile,
-// so with sizes of several classes interleaved each class's figure follows
-// the stream's overall rate rather than its own.
+// CopyChoice therefore measures epochs: per size class, every message decided
+// in an epoch takes the same path, and the epoch's rate is the bytes its
+// messages delivered over its busy time, the time during which at least one
+// of them was decided and not yet complete. Idle time (the application
+// computing, waiting for its peer, sending other sizes) is not counted, and
+// neither is when the messages were decided: an application that posts a
+// window of rendezvous at once has them all decided in one epoch, which ends
+// when the last of them completes, so the pipeline's overlap across the
+// window is measured and no message is timed from before its turn.
+// An epoch ends once all its messages completed and it has at least
+// kEpochMsgs of them and kEpochNs of busy time; at most kEpochMax are counted
+// (later decisions take its path uncounted). Choosing: alternate epochs until
+// each path has kWarm of them after a first one not counted (cold: the
+// first touch of its buffers and pages), then take the faster path; explore the other
+// path with one epoch after kExplore times as many messages as its last
+// epoch took went the preferred way, so exploring costs at most about
+// 1 message in kExplore + 1 whatever the epochs' lengths. An epoch in which
+// nothing completes for kStallNs plus 1 ns per byte awaited (a lost
+// message, a stalled peer) gives no sample. Limitations: with sizes of several classes in flight at once, each
+// class's busy time includes the others' transfers; a completion of the other
+// path (an earlier epoch's) during an epoch is not counted, its time is.
 #pragma once
 
 #include <cstddef>
@@ -28,23 +38,26 @@ class CopyChoice {
  public:
   static constexpr size_t kMinBytes = 64 * 1024;  // smaller ones: single copy when possible
   static constexpr uint32_t kWarm = 2;            // epochs of each path before choosing
-  static constexpr uint32_t kExplore = 16;        // then one epoch in this many tries the other path
+  static constexpr uint32_t kExplore = 16;        // exploring costs about 1 message in kExplore + 1
   static constexpr uint32_t kEpochMsgs = 8;
-  static constexpr uint64_t kEpochNs = 1000000;   // 1 ms
-  static constexpr uint64_t kGapNs = 10000000;    // 10 ms without a completion ...
+  static constexpr uint32_t kEpochMax = 256;      // messages counted in one epoch
+  static constexpr uint64_t kEpochNs = 1000000;   // 1 ms of busy time
+  static constexpr uint64_t kStallNs = 1000000000;  // 1 s without a completion: no sample
 
   // Whether a message of len bytes should go by single copy (now: now_ns()).
+  // Every message for which this is asked must be reported to note() when
+  // it completes (or fails: note it too, it ended).
   bool prefer_single(size_t len, uint64_t now) noexcept {
     if (len < kMinBytes) return true;
     Class& c = c_[cls(len)];
-    if (!c.active) {
-      c.active = true;
-      c.single = pick(c);
-      c.start = now;
-      c.bytes = 0;
-      c.msgs = 0;
-      c.last = now;
+    if (c.active && stalled(c, now)) c.active = false;
+    if (!c.active) start(c, now);
+    busy(c, now);
+    if (c.decided < kEpochMax) {
+      c.decided++;
+      c.want += len;
     }
+    if (chosen(c) && c.single == best(c)) c.since_explore++;
     return c.single;
   }
 
@@ -54,25 +67,30 @@ class CopyChoice {
     if (len < kMinBytes) return false;
     (single ? singles_ : copies_)++;
     Class& c = c_[cls(len)];
-    if (!c.active || single != c.single) return false;  // a message of an earlier epoch
-    uint64_t el = now > c.start ? now - c.start : 0;
-    uint64_t gap = now > c.last ? now - c.last : 0;
-    if (gap > kGapNs && (!c.msgs || gap > 4 * ((c.last - c.start) / c.msgs))) {
-      c.active = false;  // paused: no sample
+    if (!c.active) return false;
+    if (stalled(c, now)) {
+      c.active = false;
       return false;
     }
+    busy(c, now);
     c.last = now;
+    if (single != c.single || c.done >= c.decided) return false;  // an earlier epoch's
     c.bytes += len;
-    c.msgs++;
-    if (c.msgs < kEpochMsgs || el < kEpochNs) return false;
-    bool before = chosen(c) ? c.rate[1] <= c.rate[0] : !single;
-    double r = double(el) / double(c.bytes);
+    c.done++;
+    if (c.done < c.decided || c.done < kEpochMsgs || c.busy < kEpochNs) return false;
+    c.active = false;
+    c.msgs[single] = c.done;
+    if (!c.seen[single]) {  // the path's first epoch: cold (first touch of its buffers)
+      c.seen[single] = true;
+      return false;
+    }
+    bool before = chosen(c) ? best(c) : !single;
+    double r = double(c.busy) / double(c.bytes);
     double& avg = c.rate[single];
     avg = c.n[single] ? 0.5 * avg + 0.5 * r : r;
     c.n[single]++;
-    c.epochs++;
-    c.active = false;
-    return chosen(c) && (before != (c.rate[1] <= c.rate[0]) || c.n[0] + c.n[1] == 2 * kWarm);
+    if (c.exploring) c.since_explore = 0;
+    return chosen(c) && (before != best(c) || c.n[0] + c.n[1] == 2 * kWarm);
   }
 
   // "64K-256K: single 10.2 GB/s (4), copy 6.1 GB/s (2); ..." (classes with samples).
@@ -98,16 +116,34 @@ class CopyChoice {
   struct Class {
     double rate[2] = {0, 0};  // ns per byte: [0] copy path, [1] single copy
     uint32_t n[2] = {0, 0};   // epochs measured
-    uint64_t epochs = 0;
-    bool active = false, single = true;
-    uint64_t start = 0, last = 0, bytes = 0;
-    uint32_t msgs = 0;
+    bool active = false, single = true, exploring = false;
+    bool seen[2] = {false, false};  // a first epoch was run (and not counted)
+    uint64_t mark = 0;        // busy time counted up to here
+    uint64_t last = 0;        // the epoch's start or its last completion
+    uint64_t busy = 0, bytes = 0, want = 0;  // want: bytes of the counted decisions
+    uint32_t decided = 0, done = 0;
+    uint64_t since_explore = 0;                   // messages the preferred way since the last exploration
+    uint32_t msgs[2] = {kEpochMsgs, kEpochMsgs};  // messages the last epoch of each path took
   };
   static bool chosen(const Class& c) noexcept { return c.n[0] >= kWarm && c.n[1] >= kWarm; }
-  static bool pick(const Class& c) noexcept {
-    if (!chosen(c)) return c.n[1] <= c.n[0];  // alternate, single copy first
-    bool best = c.rate[1] <= c.rate[0];
-    return (c.epochs + 1) % kExplore == 0 ? !best : best;
+  static bool best(const Class& c) noexcept { return c.rate[1] <= c.rate[0]; }
+  // Nothing completed for kStallNs plus 1 ns per byte still awaited (1 GB/s).
+  static bool stalled(const Class& c, uint64_t now) noexcept {
+    return c.done < c.decided && now > c.last && now - c.last > kStallNs + (c.want > c.bytes ? c.want - c.bytes : 0);
+  }
+  static void start(Class& c, uint64_t now) noexcept {
+    c.exploring = chosen(c) && c.since_explore >= uint64_t(kExplore) * c.msgs[!best(c)];
+    c.single = !chosen(c) ? c.n[1] + c.seen[1] <= c.n[0] + c.seen[0]  // alternate, single copy first
+                          : c.exploring ? !best(c) : best(c);
+    c.active = true;
+    c.mark = c.last = now;
+    c.busy = c.bytes = c.want = 0;
+    c.decided = c.done = 0;
+  }
+  // Counts the time since the last event when some message was outstanding.
+  static void busy(Class& c, uint64_t now) noexcept {
+    if (c.done < c.decided && now > c.mark) c.busy += now - c.mark;
+    if (now > c.mark) c.mark = now;
   }
   Class c_[kClasses];
   uint64_t singles_ = 0, copies_ = 0;

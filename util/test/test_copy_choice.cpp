@@ -69,15 +69,94 @@ Test(copy_choice, a_change_of_speed_is_followed) {
   cr_assert(late < 800 / 4, "after the change, %d of 800 still by single copy", late);
 }
 
-Test(copy_choice, a_paused_epoch_gives_no_sample) {
+Test(copy_choice, idle_time_is_not_counted) {
   CopyChoice c;
   uint64_t t = 0;
-  bool s = c.prefer_single(1 << 20, t);
-  t += 2 * CopyChoice::kGapNs;  // the application computed in between
-  for (uint32_t i = 0; i < CopyChoice::kEpochMsgs; i++) {
-    t += 1000;
+  // Each message: 50 ms of the application computing, then the transfer
+  // (single copy 1 ms, copy path 2 ms). Idle time counted would make the
+  // paths look alike and explorations would pick at random.
+  int singles = 0;
+  for (int i = 0; i < 400; i++) {
+    t += 50000000;
+    bool s = c.prefer_single(1 << 20, t);
+    singles += s;
+    t += s ? 1000000 : 2000000;
     c.note(s, 1 << 20, t);
   }
+  cr_assert(singles > 400 * 3 / 4, "%d of 400 by single copy", singles);
   std::string d = c.describe();
-  cr_assert(d.empty(), "no sample from a paused epoch: %s", d.c_str());
+  cr_assert(d.find("single 1.0 GB/s") != std::string::npos && d.find("copy 0.5 GB/s") != std::string::npos,
+            "busy time only: %s", d.c_str());
+}
+
+namespace {
+// Windows of w messages decided at once, as ft_bw and MPI windows post
+// them: single copy is done inline when decided (single_ns each); the copy
+// path's transfers are interleaved, so all of them complete together at
+// the end (copy_ns each). Returns how many went by single copy.
+int windows(CopyChoice& c, uint64_t* clock, size_t len, uint64_t single_ns, uint64_t copy_ns, int n, int w) {
+  int singles = 0;
+  for (int k = 0; k < n; k++) {
+    int copies = 0;
+    for (int i = 0; i < w; i++) {
+      bool s = c.prefer_single(len, *clock);
+      if (s) {
+        singles++;
+        *clock += single_ns;
+        c.note(true, len, *clock);
+      } else {
+        copies++;
+      }
+    }
+    *clock += copies * copy_ns;
+    for (int i = 0; i < copies; i++) c.note(false, len, *clock);
+    *clock += 100000;  // the window's acknowledgement
+  }
+  return singles;
+}
+}  // namespace
+
+Test(copy_choice, windows_decided_at_once_single_copy_faster) {
+  CopyChoice c;
+  uint64_t t = 0;
+  windows(c, &t, 1 << 20, 330000, 480000, 20, 64);
+  int singles = windows(c, &t, 1 << 20, 330000, 480000, 100, 64);
+  // Exploring costs about 1 message in 17.
+  cr_assert(singles > 6400 * 15 / 16, "%d of 6400 by single copy", singles);
+}
+
+Test(copy_choice, windows_decided_at_once_copy_path_faster) {
+  CopyChoice c;
+  uint64_t t = 0;
+  windows(c, &t, 1 << 20, 600000, 300000, 20, 64);
+  int singles = windows(c, &t, 1 << 20, 600000, 300000, 100, 64);
+  cr_assert(singles < 6400 / 16, "%d of 6400 by single copy", singles);
+}
+
+Test(copy_choice, a_stalled_epoch_gives_no_sample) {
+  CopyChoice c;
+  uint64_t t = 0;
+  // Each path's first epoch is not counted (cold buffers).
+  for (bool single : {true, false}) {
+    for (uint32_t i = 0; i < CopyChoice::kEpochMsgs; i++) {
+      cr_assert_eq(c.prefer_single(1 << 20, t), single);
+      t += 200000;
+      c.note(single, 1 << 20, t);
+    }
+  }
+  cr_assert_str_empty(c.describe().c_str());
+  cr_assert(c.prefer_single(1 << 20, t));
+  c.prefer_single(1 << 20, t);  // never completed (it failed)
+  t += 200000;
+  c.note(true, 1 << 20, t);
+  t += 2 * CopyChoice::kStallNs;
+  for (uint32_t i = 0; i < CopyChoice::kEpochMsgs; i++) {
+    cr_assert(c.prefer_single(1 << 20, t));
+    t += 200000;
+    c.note(true, 1 << 20, t);
+  }
+  // The stalled epoch was dropped: one sample, from the new epoch, at its
+  // real rate (1 MiB per 200 us), not over the 2 s of the stall.
+  std::string d = c.describe();
+  cr_assert_str_eq(d.c_str(), "1M-4M: single 5.2 GB/s (1), copy 0.0 GB/s (0)");
 }
