@@ -71,11 +71,11 @@ void case_routes() {
                           "composite: 0 peers through shared memory, 1 through Ethernet"};
     FT_CHECK(s.find(want[rank()]) != std::string::npos, "rank %d: expected \"%s\" in:\n%s", rank(),
              want[rank()], s.c_str());
-    size_t eth_at = s.find("\n eth: ");
+    size_t eth_at = s.find("statistics:  eth: ");
     FT_CHECK(eth_at != std::string::npos, "no Ethernet statistics:\n%s", s.c_str());
     std::string shm = s.substr(0, eth_at), eth = s.substr(eth_at);
     unsigned long long shm_tx = field(shm, "tx_pkts"), shm_rx = field(shm, "rx_pkts");
-    bool eth_peer = eth.find("\n  peer ") != std::string::npos;
+    bool eth_peer = eth.find("statistics:   peer ") != std::string::npos;
     if (rank() == 2) {
         FT_CHECK(shm_tx == 0 && shm_rx == 0, "rank 2 used shared memory: tx %llu rx %llu", shm_tx, shm_rx);
     } else {
@@ -129,7 +129,7 @@ void case_comm_caps() {
         if (v.shm) {
             FT_CHECK(s.find("composite: 1 peers through shared memory, 0 through Ethernet") != std::string::npos,
                      "%s: the same-host peer is not reached through shared memory:\n%s", v.what, s.c_str());
-            size_t eth_at = s.find("\n eth: ");
+            size_t eth_at = s.find("statistics:  eth: ");
             FT_CHECK(eth_at != std::string::npos, "no Ethernet statistics:\n%s", s.c_str());
             std::string shm = s.substr(0, eth_at);
             FT_CHECK(field(shm, "tx_pkts") > 0 && field(shm, "rx_pkts") > 0, "%s: no shared-memory traffic:\n%s",
@@ -137,7 +137,7 @@ void case_comm_caps() {
         } else {
             FT_CHECK(s.find("composite:") == std::string::npos, "%s: composite device opened:\n%s", v.what,
                      s.c_str());
-            FT_CHECK(s.find("\n  peer ") != std::string::npos && field(s, "tx_frames") > 0,
+            FT_CHECK(s.find("statistics:   peer ") != std::string::npos && field(s, "tx_frames") > 0,
                      "%s: no Ethernet traffic:\n%s", v.what, s.c_str());
         }
         std::printf("rank %d: %s: %s\n", rank(), v.what, v.shm ? "shared memory" : "Ethernet");

@@ -108,7 +108,7 @@ cat "$tmp"/helper.*.log | awk '/^helper/ { for (i = 3; i <= NF; i++) { split($i,
   END { printf "slowest helper: open_s=%s close_s=%s\n", m["open_s"], m["close_s"] }'
 if [ "$hub_rc" -ne 0 ]; then
   echo "FAIL: hub exited $hub_rc"
-  grep -v "^ *peer " "$tmp/hub.err" | tail -20 | cut -c1-300
+  grep -v "statistics: *peer " "$tmp/hub.err" | tail -20 | cut -c1-300
   fail=1
 fi
 grep -q "^prov=" "$tmp/hub.out" || { echo "FAIL: no result line"; fail=1; }

@@ -106,7 +106,7 @@ for prov in "${provlist[@]}"; do
                        if (match($0, /recovery_resends=[0-9]+/)) rr += substr($0, RSTART + 17, RLENGTH - 17)
                        if (match($0, /spurious_rto=[0-9]+/)) sp += substr($0, RSTART + 13, RLENGTH - 13)
                        seen = 0; eps++ }
-            /^  peer / { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "retrans") rt += kv[2];
+            /statistics:   peer / { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "retrans") rt += kv[2];
                                                      if (kv[1] == "window_stalls") ws += kv[2] } }
             /composite:/ { if (match($0, /[0-9]+ peers through shared memory/)) shm += substr($0, RSTART, RLENGTH) + 0 }
             END { want_shm += 0; printf "  pmeth statistics, all %d endpoints: tx_frames %d, retransmissions %d, window stalls %d, tx_ring_full %d, peers through shared memory %d\n", eps, tx, rt, ws, full, shm
@@ -114,7 +114,7 @@ for prov in "${provlist[@]}"; do
                   if (eps == 0 || tx == 0 || shm != want_shm) exit 1 }' want_shm=$((ranks * (ranks / nodes - 1))) || { echo "cluster.sh: FAIL: pmeth frames did not all go over the wire"; fail=1; }
         r0=$(grep -m1 ' eth: ' "$dir/rank0.log" | grep -o 'rx_frames=[0-9]*\|rx_ring_drops=[0-9]*' | head -2 | tr '\n' ' ')
         echo "  rank 0 (the incast receiver): $r0; retransmissions to it from all ranks:" \
-             "$(awk '/^  peer .*@0*1000[;$ ]/ { for (i=1;i<=NF;i++) { split($i,kv,"="); if (kv[1]=="retrans") s+=kv[2] } } END { print s+0 }' "$dir"/rank*.log)"
+             "$(awk '/statistics:   peer .*@0*1000[;$ ]/ { for (i=1;i<=NF;i++) { split($i,kv,"="); if (kv[1]=="retrans") s+=kv[2] } } END { print s+0 }' "$dir"/rank*.log)"
     fi
 done
 if ((${#provlist[@]} >= 2)); then

@@ -167,8 +167,15 @@ int Endpoint::close() {
   live_.reset();  // the page goes before the endpoint
   if (g_params.get_bool("stats")) {
     PM_WARN(FI_LOG_EP_CTRL, "%s", endpoint_stats().c_str());
+    // One log call per line: libfabric's log buffer (1 KiB) cuts a longer
+    // message, and a device with many peers has one line per peer.
     std::string s = dev_->stats();
-    if (!s.empty()) PM_WARN(FI_LOG_EP_CTRL, "statistics: %s", s.c_str());
+    for (size_t at = 0; at < s.size();) {
+      size_t nl = s.find('\n', at);
+      if (nl == std::string::npos) nl = s.size();
+      PM_WARN(FI_LOG_EP_CTRL, "statistics: %.*s", int(nl - at), s.data() + at);
+      at = nl + 1;
+    }
   }
   for (Cntr* c : {send_cntr_, recv_cntr_, read_cntr_, write_cntr_, rread_cntr_, rwrite_cntr_})
     if (c) c->refs--;
