@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/packet.hpp"
+
 namespace pm::eth {
 
 namespace {
@@ -24,11 +26,6 @@ struct SipState {
   }
 };
 
-inline uint64_t load_le64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
 
 }  // namespace
 
@@ -37,7 +34,7 @@ uint64_t siphash24(const AuthKey& key, const void* data, size_t len) noexcept {
   SipState s{key.k0 ^ 0x736f6d6570736575ull, key.k1 ^ 0x646f72616e646f6dull, key.k0 ^ 0x6c7967656e657261ull,
              key.k1 ^ 0x7465646279746573ull};
   size_t whole = len & ~size_t(7);
-  for (size_t i = 0; i < whole; i += 8) s.absorb(load_le64(p + i));
+  for (size_t i = 0; i < whole; i += 8) s.absorb(get_le64(p + i));
   uint64_t last = uint64_t(len & 0xff) << 56;
   for (size_t i = 0; i < (len & 7); i++) last |= uint64_t(p[whole + i]) << (8 * i);
   s.absorb(last);

@@ -54,9 +54,30 @@ bool cpu_has_sse42() {
 // whole 32-byte block are folded into `tail`.
 namespace {
 
-uint32_t mix_lanes(const uint64_t a[4], const uint64_t b[4], const uint8_t* p, size_t i, size_t len) {
+// The definition: tail = len, then per byte rotate left by 8 and xor it in.
+uint64_t fold_tail_bytes(const uint8_t* p, size_t i, size_t len) {
   uint64_t tail = len;
   for (size_t j = 0; i + j < len; j++) tail = (tail << 8 | (tail >> 56)) ^ p[i + j];
+  return tail;
+}
+
+// The same value, 8 bytes at a time: after n bytes, len has turned by 8n
+// bits and byte j by 8(n-1-j) bits (mod 64), so the bytes from the end, in
+// groups of 8, are big-endian words, and the first n mod 8 bytes a shorter
+// big-endian number.
+[[maybe_unused]] uint64_t fold_tail(const uint8_t* p, size_t i, size_t len) {
+  size_t n = len - i, r = n & 7;
+  const uint8_t* q = p + i;
+  uint64_t x = 0;
+  for (size_t k = r; k < n; k += 8) x ^= __builtin_bswap64(get_le64(q + k));
+  uint64_t head = 0;
+  for (size_t j = 0; j < r; j++) head = head << 8 | q[j];
+  unsigned rot = unsigned(8 * n) & 63;
+  uint64_t l = len;
+  return (rot ? (l << rot | l >> (64 - rot)) : l) ^ x ^ head;
+}
+
+uint32_t mix_lanes(const uint64_t a[4], const uint64_t b[4], uint64_t tail) {
   uint64_t h = tail * 0x9E3779B97F4A7C15ull;
   for (int k = 0; k < 4; k++) {
     h ^= a[k] + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
@@ -87,7 +108,7 @@ uint32_t payload_sum_sse2(const uint8_t* p, size_t len) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(a + 2), a23);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(b), b01);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(b + 2), b23);
-  return mix_lanes(a, b, p, i, len);
+  return mix_lanes(a, b, fold_tail(p, i, len));
 }
 
 __attribute__((target("avx2"))) uint32_t payload_sum_avx2(const uint8_t* p, size_t len) {
@@ -100,7 +121,7 @@ __attribute__((target("avx2"))) uint32_t payload_sum_avx2(const uint8_t* p, size
   uint64_t av[4], bv[4];
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(av), a);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(bv), b);
-  return mix_lanes(av, bv, p, i, len);
+  return mix_lanes(av, bv, fold_tail(p, i, len));
 }
 
 bool cpu_has_avx2() {
@@ -124,7 +145,7 @@ uint32_t payload_sum_portable(const void* data, size_t len) {
       a[k] += w;
       b[k] += a[k];
     }
-  return mix_lanes(a, b, p, i, len);
+  return mix_lanes(a, b, fold_tail_bytes(p, i, len));
 }
 
 bool payload_sum_by(int path, const void* data, size_t len, uint32_t* sum) {

@@ -70,20 +70,12 @@ enum FrameType : uint8_t {
   kDgram = 7,      // unreliable datagram: core header, payload
 };
 
-inline void put16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v); p[1] = uint8_t(v >> 8); }
-inline void put32(uint8_t* p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = uint8_t(v >> (8 * i)); }
-inline void put64(uint8_t* p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = uint8_t(v >> (8 * i)); }
-inline uint16_t get16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
-inline uint32_t get32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
-inline uint64_t get64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
+inline void put16(uint8_t* p, uint16_t v) { store_le<uint16_t>(p, v); }
+inline void put32(uint8_t* p, uint32_t v) { store_le<uint32_t>(p, v); }
+inline void put64(uint8_t* p, uint64_t v) { store_le<uint64_t>(p, v); }
+inline uint16_t get16(const uint8_t* p) { return load_le<uint16_t>(p); }
+inline uint32_t get32(const uint8_t* p) { return load_le<uint32_t>(p); }
+inline uint64_t get64(const uint8_t* p) { return load_le<uint64_t>(p); }
 
 // The hold byte: m·2^e units of 8 µs (e = high nibble, m = low nibble),
 // from 0 to 15·2^15·8 µs ≈ 3.9 s in steps of at most 1/8 of the value;
