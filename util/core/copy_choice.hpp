@@ -14,8 +14,8 @@
 // when the last of them completes, so the pipeline's overlap across the
 // window is measured and no message is timed from before its turn.
 // An epoch ends once all its messages completed and it has at least
-// kEpochMsgs of them and kEpochNs of busy time; at most kEpochMax are counted
-// (later decisions take its path uncounted). Choosing: alternate epochs until
+// kEpochMsgs of them and kEpochNs of busy time (or kEpochMax messages); at
+// most kEpochMax are counted (later decisions take its path uncounted). Choosing: alternate epochs until
 // each path has kWarm of them after a first one not counted (cold: the
 // first touch of its buffers and pages), then take the faster path; explore the other
 // path with one epoch after kExplore times as many messages as its last
@@ -57,6 +57,7 @@ class CopyChoice {
       c.decided++;
       c.want += len;
     }
+    c.all++;
     if (chosen(c) && c.single == best(c)) c.since_explore++;
     return c.single;
   }
@@ -73,13 +74,13 @@ class CopyChoice {
       return false;
     }
     busy(c, now);
-    c.last = now;
     if (single != c.single || c.done >= c.decided) return false;  // an earlier epoch's
+    c.last = now;
     c.bytes += len;
     c.done++;
-    if (c.done < c.decided || c.done < kEpochMsgs || c.busy < kEpochNs) return false;
+    if (c.done < c.decided || c.done < kEpochMsgs || (c.busy < kEpochNs && c.decided < kEpochMax)) return false;
     c.active = false;
-    c.msgs[single] = c.done;
+    c.msgs[single] = c.all;
     if (!c.seen[single]) {  // the path's first epoch: cold (first touch of its buffers)
       c.seen[single] = true;
       return false;
@@ -121,9 +122,10 @@ class CopyChoice {
     uint64_t mark = 0;        // busy time counted up to here
     uint64_t last = 0;        // the epoch's start or its last completion
     uint64_t busy = 0, bytes = 0, want = 0;  // want: bytes of the counted decisions
-    uint32_t decided = 0, done = 0;
+    uint32_t decided = 0, done = 0;  // counted in the epoch (at most kEpochMax)
+    uint64_t all = 0;                 // decided in the epoch, counted or not
     uint64_t since_explore = 0;                   // messages the preferred way since the last exploration
-    uint32_t msgs[2] = {kEpochMsgs, kEpochMsgs};  // messages the last epoch of each path took
+    uint64_t msgs[2] = {kEpochMsgs, kEpochMsgs};  // messages the last epoch of each path took
   };
   static bool chosen(const Class& c) noexcept { return c.n[0] >= kWarm && c.n[1] >= kWarm; }
   static bool best(const Class& c) noexcept { return c.rate[1] <= c.rate[0]; }
@@ -132,13 +134,14 @@ class CopyChoice {
     return c.done < c.decided && now > c.last && now - c.last > kStallNs + (c.want > c.bytes ? c.want - c.bytes : 0);
   }
   static void start(Class& c, uint64_t now) noexcept {
-    c.exploring = chosen(c) && c.since_explore >= uint64_t(kExplore) * c.msgs[!best(c)];
+    c.exploring = chosen(c) && c.since_explore >= kExplore * c.msgs[!best(c)];
     c.single = !chosen(c) ? c.n[1] + c.seen[1] <= c.n[0] + c.seen[0]  // alternate, single copy first
                           : c.exploring ? !best(c) : best(c);
     c.active = true;
     c.mark = c.last = now;
     c.busy = c.bytes = c.want = 0;
     c.decided = c.done = 0;
+    c.all = 0;
   }
   // Counts the time since the last event when some message was outstanding.
   static void busy(Class& c, uint64_t now) noexcept {

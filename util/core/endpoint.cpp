@@ -168,13 +168,18 @@ int Endpoint::close() {
   if (g_params.get_bool("stats")) {
     PM_WARN(FI_LOG_EP_CTRL, "%s", endpoint_stats().c_str());
     // One log call per line: libfabric's log buffer (1 KiB) cuts a longer
-    // message, and a device with many peers has one line per peer.
+    // message, and a device with many peers has one line per peer. A line
+    // longer than 800 bytes (several rails) goes on at a space, in another.
     std::string s = dev_->stats();
     for (size_t at = 0; at < s.size();) {
-      size_t nl = s.find('\n', at);
-      if (nl == std::string::npos) nl = s.size();
-      PM_WARN(FI_LOG_EP_CTRL, "statistics: %.*s", int(nl - at), s.data() + at);
-      at = nl + 1;
+      size_t nl = std::min(s.find('\n', at), s.size());
+      size_t end = nl;
+      if (end - at > 800) {
+        size_t sp = s.rfind(' ', at + 800);
+        end = sp != std::string::npos && sp > at ? sp : at + 800;
+      }
+      PM_WARN(FI_LOG_EP_CTRL, "statistics: %.*s", int(end - at), s.data() + at);
+      at = end == nl ? nl + 1 : end;
     }
   }
   for (Cntr* c : {send_cntr_, recv_cntr_, read_cntr_, write_cntr_, rread_cntr_, rwrite_cntr_})

@@ -80,7 +80,10 @@ struct Assembly {
   uint64_t tag = 0, data = 0;
   uint8_t flags = 0;
   uint64_t start_ns = 0;
-  uint64_t cts_ns = 0;  // a rendezvous by the copy path: when the CTS went (0: other)
+  // The device was asked which path this rendezvous takes (prefer_read_remote)
+  // and must hear how it ended (note_transfer): 1 it chose the copy path,
+  // 2 single copy, which failed and fell back to the copy path.
+  uint8_t asked = 0;
 };
 
 struct AsmKey {

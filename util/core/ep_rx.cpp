@@ -278,7 +278,7 @@ bool Endpoint::on_data(const CheckedPacket& pk) {
   if (a.received < a.total) return true;
   Assembly done = a;
   assemblies_.erase(it);
-  if (done.cts_ns) dev_->note_transfer(peer, false, done.total);
+  if (done.asked) dev_->note_transfer(peer, done.asked == 2, done.total);
   PktHdr hh{};
   hh.tag = done.tag;
   hh.cq_data = done.data;
@@ -329,7 +329,9 @@ void Endpoint::deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,
     complete_recv_err(r, FI_EIO, 0);
     return;
   }
-  if (accept && riovcnt && dev_->prefer_read_remote(peer, accept)) {
+  // asked: the device chooses the path (and hears how the message ended).
+  uint8_t asked = accept && riovcnt && dev_->can_read_remote(peer) ? 1 : 0;
+  if (asked && dev_->prefer_read_remote(peer, accept)) {
     struct iovec local[kMaxIov], remote[kMaxIov];
     size_t lcnt = iov_slice(r->iov, r->iovcnt, base, accept, local, kMaxIov);
     size_t rcnt = 0, left = accept;
@@ -347,6 +349,7 @@ void Endpoint::deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,
     }
     PM_INFO(FI_LOG_EP_DATA, "single copy from %s failed (%zd); using the copy path",
             peer_str(peer).c_str(), n);
+    asked = 2;  // charged to single copy
   }
   send_ctrl(peer, kPktCts, h.msg_id, accept);
   if (accept == 0) {
@@ -354,8 +357,7 @@ void Endpoint::deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,
     return;
   }
   Assembly& a = assemblies_[AsmKey{peer, h.msg_id}];
-  uint64_t now = now_ns();
-  a = Assembly{peer, r, nullptr, base, accept, size_t(h.msg_len), 0, h.tag, h.cq_data, h.flags, now, now};
+  a = Assembly{peer, r, nullptr, base, accept, size_t(h.msg_len), 0, h.tag, h.cq_data, h.flags, now_ns(), asked};
 }
 
 // A receive takes a message that arrived before it (u is in the unexpected list).

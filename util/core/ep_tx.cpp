@@ -382,6 +382,8 @@ void Endpoint::fail_peer_ops(PeerId peer, int err) {
       complete_tx(op, err);
   for (auto it = assemblies_.begin(); it != assemblies_.end();) {
     if (it->second.peer == peer) {
+      // Ended: the device's measurement must not wait for it.
+      if (it->second.asked) dev_->note_transfer(peer, it->second.asked == 2, it->second.total);
       if (it->second.recv) complete_recv_err(it->second.recv, err, it->second.received);
       if (it->second.unexp) {
         // A discarded message still arriving left the list already.

@@ -54,7 +54,7 @@ enum PktFlags : uint8_t {
 // SipHash block cost 40 instructions to load).
 template <typename T>
 inline T le_to_host(T v) {
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
   if constexpr (sizeof(T) == 2) return T(__builtin_bswap16(v));
   if constexpr (sizeof(T) == 4) return T(__builtin_bswap32(v));
   if constexpr (sizeof(T) == 8) return T(__builtin_bswap64(v));

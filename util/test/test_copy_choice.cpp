@@ -43,7 +43,10 @@ Test(copy_choice, single_copy_kept_when_faster) {
   uint64_t t = 0;
   run(c, &t, 4 << 20, 1000000, 3000000, 200);
   int singles = run(c, &t, 4 << 20, 1000000, 3000000, 1600);
-  cr_assert(singles > 1600 * 7 / 8, "%d of 1600 by single copy", singles);
+  cr_assert(singles > 1600 * 7 / 8 && singles < 1600, "%d of 1600 by single copy", singles);
+  std::string d = c.describe();
+  cr_assert(d.find("single 4.2 GB/s") != std::string::npos && d.find("copy 1.4 GB/s") != std::string::npos,
+            "both paths measured: %s", d.c_str());
 }
 
 Test(copy_choice, size_classes_learn_separately) {
@@ -122,7 +125,33 @@ Test(copy_choice, windows_decided_at_once_single_copy_faster) {
   windows(c, &t, 1 << 20, 330000, 480000, 20, 64);
   int singles = windows(c, &t, 1 << 20, 330000, 480000, 100, 64);
   // Exploring costs about 1 message in 17.
-  cr_assert(singles > 6400 * 15 / 16, "%d of 6400 by single copy", singles);
+  cr_assert(singles > 6400 * 15 / 16 && singles < 6400, "%d of 6400 by single copy", singles);
+  // Each path at its rate (the copy path's window timed to its last completion).
+  std::string d = c.describe();
+  cr_assert(d.find("single 3.2 GB/s") != std::string::npos && d.find("copy 2.2 GB/s") != std::string::npos,
+            "%s", d.c_str());
+}
+
+// Messages so fast that kEpochMax of them take less than kEpochNs: the
+// epoch ends at kEpochMax (it would otherwise never end, and the class keep
+// its first path).
+Test(copy_choice, fast_messages_end_their_epochs_at_the_cap) {
+  CopyChoice c;
+  uint64_t t = 0;
+  run(c, &t, 64 << 10, 2000, 1000, 20000);
+  int singles = run(c, &t, 64 << 10, 2000, 1000, 20000);
+  cr_assert(singles < 20000 / 8, "%d of 20000 by single copy", singles);
+}
+
+// A message asked about whose end is never reported (a path that lost it):
+// while messages go on, the class still ends its epochs and learns.
+Test(copy_choice, a_message_never_reported_does_not_wedge_the_class) {
+  CopyChoice c;
+  uint64_t t = 0;
+  c.prefer_single(1 << 20, t);  // never noted
+  run(c, &t, 1 << 20, 2000000, 1000000, 3000);
+  int singles = run(c, &t, 1 << 20, 2000000, 1000000, 1600);
+  cr_assert(singles < 1600 / 4, "%d of 1600 by single copy", singles);
 }
 
 Test(copy_choice, windows_decided_at_once_copy_path_faster) {
