@@ -15,16 +15,18 @@
 // window is measured and no message is timed from before its turn.
 // An epoch ends once all its messages completed and it has at least
 // kEpochMsgs of them and kEpochNs of busy time (or kEpochMax messages); at
-// most kEpochMax are counted (later decisions take its path uncounted). Choosing: alternate epochs until
-// each path has kWarm of them after a first one not counted (cold: the
-// first touch of its buffers and pages), then take the faster path; explore the other
-// path with one epoch after kExplore times as many messages as its last
-// epoch took went the preferred way, so exploring costs at most about
-// 1 message in kExplore + 1 whatever the epochs' lengths. An epoch in which
-// nothing completes for kStallNs plus 1 ns per byte awaited (a lost
-// message, a stalled peer) gives no sample. Limitations: with sizes of several classes in flight at once, each
-// class's busy time includes the others' transfers; a completion of the other
-// path (an earlier epoch's) during an epoch is not counted, its time is.
+// most kEpochMax are counted (later decisions take its path uncounted).
+// Choosing: alternate epochs until each path has kWarm of them after a
+// first one not counted (cold: the first touch of its buffers and pages),
+// then take the faster path; explore the other path with one epoch after
+// kExplore times as many messages as its last epoch took went the preferred
+// way, so exploring costs about 1 message in kExplore + 1 whatever the
+// epochs' lengths. An epoch in which nothing of its own completes for
+// kStallNs plus 1 ns per byte awaited (a lost message, a stalled peer)
+// gives no sample. Limitations: with sizes of several classes in flight at
+// once, each class's busy time includes the others' transfers; a
+// completion of the other path (an earlier epoch's) during an epoch is not
+// counted, its time is.
 #pragma once
 
 #include <cstddef>
@@ -78,7 +80,8 @@ class CopyChoice {
     c.last = now;
     c.bytes += len;
     c.done++;
-    if (c.done < c.decided || c.done < kEpochMsgs || (c.busy < kEpochNs && c.decided < kEpochMax)) return false;
+    if (c.done < c.decided || c.done < kEpochMsgs) return false;
+    if (c.busy < kEpochNs && c.decided < kEpochMax) return false;
     c.active = false;
     c.msgs[single] = c.all;
     if (!c.seen[single]) {  // the path's first epoch: cold (first touch of its buffers)
@@ -131,7 +134,8 @@ class CopyChoice {
   static bool best(const Class& c) noexcept { return c.rate[1] <= c.rate[0]; }
   // Nothing completed for kStallNs plus 1 ns per byte still awaited (1 GB/s).
   static bool stalled(const Class& c, uint64_t now) noexcept {
-    return c.done < c.decided && now > c.last && now - c.last > kStallNs + (c.want > c.bytes ? c.want - c.bytes : 0);
+    uint64_t awaited = c.want > c.bytes ? c.want - c.bytes : 0;
+    return c.done < c.decided && now > c.last && now - c.last > kStallNs + awaited;
   }
   static void start(Class& c, uint64_t now) noexcept {
     c.exploring = chosen(c) && c.since_explore >= kExplore * c.msgs[!best(c)];

@@ -357,7 +357,8 @@ void Endpoint::deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,
     return;
   }
   Assembly& a = assemblies_[AsmKey{peer, h.msg_id}];
-  a = Assembly{peer, r, nullptr, base, accept, size_t(h.msg_len), 0, h.tag, h.cq_data, h.flags, now_ns(), asked};
+  a = Assembly{peer, r, nullptr, base, accept, size_t(h.msg_len), 0, h.tag, h.cq_data, h.flags,
+               now_ns(), asked};
 }
 
 // A receive takes a message that arrived before it (u is in the unexpected list).
