@@ -173,7 +173,8 @@ Test(copy_choice, a_stalled_epoch_gives_no_sample) {
       c.note(single, 1 << 20, t);
     }
   }
-  cr_assert_str_empty(c.describe().c_str());
+  std::string cold = c.describe();
+  cr_assert_str_empty(cold.c_str());
   cr_assert(c.prefer_single(1 << 20, t));
   c.prefer_single(1 << 20, t);  // never completed (it failed)
   t += 200000;
