@@ -26,7 +26,6 @@ struct SipState {
   }
 };
 
-
 }  // namespace
 
 uint64_t siphash24(const AuthKey& key, const void* data, size_t len) noexcept {

@@ -21,6 +21,14 @@ int run(CopyChoice& c, uint64_t* clock, size_t len, uint64_t single_ns, uint64_t
   }
   return singles;
 }
+
+// Both paths were measured at these rates (describe()'s GB/s, one decimal).
+void assert_rates(const CopyChoice& c, const char* single, const char* copy) {
+  std::string d = c.describe();
+  cr_assert(d.find(std::string("single ") + single + " GB/s") != std::string::npos &&
+                d.find(std::string("copy ") + copy + " GB/s") != std::string::npos,
+            "expected single %s, copy %s GB/s: %s", single, copy, d.c_str());
+}
 }  // namespace
 
 Test(copy_choice, small_messages_take_single_copy) {
@@ -44,9 +52,7 @@ Test(copy_choice, single_copy_kept_when_faster) {
   run(c, &t, 4 << 20, 1000000, 3000000, 200);
   int singles = run(c, &t, 4 << 20, 1000000, 3000000, 1600);
   cr_assert(singles > 1600 * 7 / 8 && singles < 1600, "%d of 1600 by single copy", singles);
-  std::string d = c.describe();
-  cr_assert(d.find("single 4.2 GB/s") != std::string::npos && d.find("copy 1.4 GB/s") != std::string::npos,
-            "both paths measured: %s", d.c_str());
+  assert_rates(c, "4.2", "1.4");
 }
 
 Test(copy_choice, size_classes_learn_separately) {
@@ -87,9 +93,7 @@ Test(copy_choice, idle_time_is_not_counted) {
     c.note(s, 1 << 20, t);
   }
   cr_assert(singles > 400 * 3 / 4, "%d of 400 by single copy", singles);
-  std::string d = c.describe();
-  cr_assert(d.find("single 1.0 GB/s") != std::string::npos && d.find("copy 0.5 GB/s") != std::string::npos,
-            "busy time only: %s", d.c_str());
+  assert_rates(c, "1.0", "0.5");
 }
 
 namespace {
@@ -127,9 +131,7 @@ Test(copy_choice, windows_decided_at_once_single_copy_faster) {
   // Exploring costs about 1 message in 17.
   cr_assert(singles > 6400 * 15 / 16 && singles < 6400, "%d of 6400 by single copy", singles);
   // Each path at its rate (the copy path's window timed to its last completion).
-  std::string d = c.describe();
-  cr_assert(d.find("single 3.2 GB/s") != std::string::npos && d.find("copy 2.2 GB/s") != std::string::npos,
-            "%s", d.c_str());
+  assert_rates(c, "3.2", "2.2");
 }
 
 // Messages so fast that kEpochMax of them take less than kEpochNs: the
