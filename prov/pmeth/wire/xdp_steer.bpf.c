@@ -5,7 +5,9 @@
 // untouched: IP traffic and the frames of other pmeth endpoints on the same
 // interface (which receive through AF_PACKET) are not affected.
 //
-// The endpoint writes pm_cfg after loading; until then, and whenever the
+// Two entry points, one rule: pmeth_steer, and pmeth_steer_mb for interfaces
+// whose frames may span several buffers (the wire loads only the one it
+// needs). The endpoint writes pm_cfg after loading; until then, and whenever the
 // socket of the receiving queue is gone from pm_xsks (the kernel removes a
 // closed socket from the map), every frame passes.
 #include <linux/bpf.h>
@@ -34,8 +36,7 @@ struct {
 #define PM_ETH_HDR 14
 #define PM_DST_EP (PM_ETH_HDR + 8)
 
-SEC("xdp")
-int pmeth_steer(struct xdp_md* ctx) {
+static __always_inline int steer(struct xdp_md* ctx) {
   const __u8* data = (const __u8*)(long)ctx->data;
   const __u8* end = (const __u8*)(long)ctx->data_end;
   if (data + PM_DST_EP + 4 > end) return XDP_PASS;
@@ -50,5 +51,13 @@ int pmeth_steer(struct xdp_md* ctx) {
   // No socket on this queue: the kernel (and AF_PACKET) gets the frame.
   return bpf_redirect_map(&pm_xsks, ctx->rx_queue_index, XDP_PASS);
 }
+
+SEC("xdp")
+int pmeth_steer(struct xdp_md* ctx) { return steer(ctx); }
+
+// The same for frames larger than a page (jumbo MTUs, multi-buffer AF_XDP):
+// it reads only the headers, which are in the first buffer of a frame.
+SEC("xdp.frags")
+int pmeth_steer_mb(struct xdp_md* ctx) { return steer(ctx); }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

@@ -4,6 +4,11 @@
 // program (xdp_steer.bpf.c) that redirects only this endpoint's pmeth frames
 // to the socket; every other frame goes on to the kernel.
 //
+// A frame larger than a chunk (an MTU over 3,826 bytes: jumbo frames) needs
+// the kernel's multi-buffer AF_XDP (XDP_USE_SG, Linux 6.6) and the program's
+// multi-buffer variant: it then travels as several descriptors, cut and
+// joined by xdp_frames.hpp.
+//
 // The program is attached through a BPF link, which belongs to this
 // process's file descriptor: when the endpoint closes or the process dies,
 // the kernel detaches the program (nothing is pinned, nothing can be left
@@ -35,7 +40,11 @@
 #include "base/unique_fd.hpp"
 #include "wire/iface_query.hpp"
 #include "wire/wire.hpp"
+#include "wire/xdp_frames.hpp"
 
+#ifndef XDP_USE_SG
+#define XDP_USE_SG (1 << 4)  // linux/if_xdp.h of Linux 6.6
+#endif
 #ifndef SO_PREFER_BUSY_POLL
 #define SO_PREFER_BUSY_POLL 69
 #endif
@@ -52,6 +61,12 @@ namespace {
 
 constexpr uint32_t kChunk = XSK_UMEM__DEFAULT_FRAME_SIZE;  // 4096: one frame per chunk
 constexpr uint32_t kRxHeadroom = 256;                      // XDP_PACKET_HEADROOM, before each received frame
+// Descriptors one frame may take (the kernel builds a sent frame as one skb:
+// its head and at most MAX_SKB_FRAGS = 17 fragments).
+constexpr uint32_t kMaxPieces = 16;
+constexpr int kMaxBurst = 64;  // the most frames one rx_burst() returns
+using xdp::Desc;
+using xdp::pieces;
 
 uint32_t pow2_at_least(size_t v, uint32_t lo, uint32_t hi) {
   uint32_t p = lo;
@@ -77,6 +92,9 @@ const char* mode_name(XdpMode m) { return m == XdpMode::kSkb ? "skb" : "native";
 class XdpWire final : public Wire {
  public:
   ~XdpWire() override {
+    if (joiner_.dropped())
+      PM_WARN(FI_LOG_EP_CTRL, "%s: %llu received frames dropped: longer than MTU %zu allows, or not in the UMEM",
+              iface_.c_str(), (unsigned long long)joiner_.dropped(), mtu_);
     link_.reset();  // detach the program first: no frame is redirected to a closing socket
     if (xsk_) xsk_socket__delete(xsk_);
     if (umem_) xsk_umem__delete(umem_);
@@ -88,13 +106,16 @@ class XdpWire final : public Wire {
     if (!query_iface(cfg.iface, &f, why)) return -FI_ENODEV;
     iface_ = cfg.iface;
     memcpy(mac_, f.mac, 6);
-    // One frame per 4 KiB chunk, behind the kernel's receive headroom.
-    if (f.mtu + 14 > kChunk - kRxHeadroom) {
-      *why = "MTU " + std::to_string(f.mtu) + " of " + cfg.iface + " is larger than an AF_XDP chunk holds (" +
-             std::to_string(kChunk - kRxHeadroom - 14) + ")";
+    mtu_ = f.mtu;
+    // A received frame sits behind the kernel's headroom; one that does not
+    // fit a chunk takes several (multi-buffer). A VLAN tag is allowed for.
+    max_frame_ = uint32_t(mtu_) + 18;
+    sg_ = max_frame_ > kChunk - kRxHeadroom;
+    if (sg_ && pieces(max_frame_, kChunk - kRxHeadroom) > kMaxPieces) {
+      *why = "MTU " + std::to_string(mtu_) + " of " + cfg.iface + " needs more AF_XDP chunks per frame than " +
+             std::to_string(kMaxPieces);
       return -FI_EMSGSIZE;
     }
-    mtu_ = f.mtu;
     if (int rc = attach_program(cfg, f.ifindex, why)) return rc;
     if (int rc = make_socket(cfg, why)) return rc;
     return 0;
@@ -102,29 +123,41 @@ class XdpWire final : public Wire {
 
   int tx_burst(const Frame* f, int n) noexcept override {
     reclaim();
-    if (free_.size() < size_t(n) && pending_) {
+    uint32_t want = 0;
+    for (int i = 0; i < n; i++) want += pieces(f[i].len, kChunk);
+    if (free_.size() < want && pending_) {
       kick();  // copy mode sends on the kick; the completions then come back
       reclaim();
     }
-    uint32_t k = uint32_t(std::min<size_t>(size_t(n), free_.size()));
-    for (uint32_t i = 0; i < k; i++)
-      if (f[i].len > kChunk) k = i;
-    if (k == 0) return 0;
-    uint32_t avail = xsk_prod_nb_free(&tx_, k);
-    if (avail < k) k = avail;
-    uint32_t idx;
-    if (k == 0 || xsk_ring_prod__reserve(&tx_, k, &idx) != k) return 0;
-    for (uint32_t i = 0; i < k; i++) {
-      uint64_t addr = free_.back();
-      free_.pop_back();
-      memcpy(area_ + addr, f[i].data, f[i].len);
-      xdp_desc* d = xsk_ring_prod__tx_desc(&tx_, idx + i);
-      d->addr = addr;
-      d->len = uint32_t(f[i].len);
-      d->options = 0;
+    // The frames whose pieces all have a chunk and a descriptor.
+    uint32_t room = uint32_t(std::min<size_t>(free_.size(), xsk_prod_nb_free(&tx_, want)));
+    uint32_t k = 0, descs = 0;
+    for (; k < uint32_t(n); k++) {
+      uint32_t p = pieces(f[k].len, kChunk);
+      if ((p > 1 && !sg_) || p > kMaxPieces || descs + p > room) break;
+      descs += p;
     }
-    xsk_ring_prod__submit(&tx_, k);
-    pending_ += k;
+    uint32_t idx;
+    if (k == 0 || xsk_ring_prod__reserve(&tx_, descs, &idx) != descs) return 0;
+    uint32_t at = 0;
+    for (uint32_t i = 0; i < k; i++) {
+      uint64_t addrs[kMaxPieces];
+      Desc d[kMaxPieces];
+      uint32_t p = pieces(f[i].len, kChunk);
+      for (uint32_t j = 0; j < p; j++) {
+        addrs[j] = free_.back();
+        free_.pop_back();
+      }
+      xdp::cut_frame(area_, f[i], kChunk, addrs, d);
+      for (uint32_t j = 0; j < p; j++) {
+        xdp_desc* t = xsk_ring_prod__tx_desc(&tx_, idx + at++);
+        t->addr = d[j].addr;
+        t->len = d[j].len;
+        t->options = d[j].options;
+      }
+    }
+    xsk_ring_prod__submit(&tx_, descs);
+    pending_ += descs;
     if (int(k) < n) tx_flush();
     return int(k);
   }
@@ -135,19 +168,32 @@ class XdpWire final : public Wire {
   }
 
   int rx_burst(Frame* f, int max) noexcept override {
+    if (max > kMaxBurst) max = kMaxBurst;
     uint32_t idx = 0;
-    uint32_t n = xsk_ring_cons__peek(&rx_, uint32_t(max), &idx);
+    uint32_t view = sg_ ? joiner_.view_for(max) : uint32_t(max);
+    uint32_t n = xsk_ring_cons__peek(&rx_, view, &idx);
     if (n == 0 && busy_poll_) {
       // Drive the driver's NAPI from here (SO_PREFER_BUSY_POLL).
       recvfrom(xsk_socket__fd(xsk_), nullptr, 0, MSG_DONTWAIT, nullptr, nullptr);
-      n = xsk_ring_cons__peek(&rx_, uint32_t(max), &idx);
+      n = xsk_ring_cons__peek(&rx_, view, &idx);
+    }
+    rx_idx_ = idx;
+    if (sg_) {
+      // Frames of several descriptors are joined; the descriptors taken are
+      // released (and, unpeeked, stay for the next call otherwise).
+      uint32_t used = 0;
+      int got = joiner_.join(area_, area_len_, [&](uint32_t i) -> const xdp_desc& {
+        return *xsk_ring_cons__rx_desc(&rx_, idx + i);
+      }, n, f, max, &used);
+      if (used < n) xsk_ring_cons__cancel(&rx_, n - used);
+      rx_taken_ = used;
+      return got;
     }
     for (uint32_t i = 0; i < n; i++) {
       const xdp_desc* d = xsk_ring_cons__rx_desc(&rx_, idx + i);
       f[i].data = area_ + d->addr;
       f[i].len = d->len;
     }
-    rx_idx_ = idx;
     rx_taken_ = n;
     return int(n);
   }
@@ -210,18 +256,23 @@ class XdpWire final : public Wire {
       bpf_object* o;
       ~ObjCloser() { bpf_object__close(o); }
     } closer{obj};
-    if (int e = bpf_object__load(obj)) {
-      bool perm = e == -EPERM || e == -EACCES;
-      *why = perm ? "loading the XDP program needs CAP_BPF and CAP_NET_ADMIN"
-                  : "cannot load the XDP program: " + errstr(e);
-      return perm ? -FI_EPERM : -FI_EIO;
-    }
-    bpf_program* prog = bpf_object__find_program_by_name(obj, "pmeth_steer");
+    // Frames of several buffers need the multi-buffer variant (loaded
+    // only then: older kernels refuse it).
+    bpf_program* prog = bpf_object__find_program_by_name(obj, sg_ ? "pmeth_steer_mb" : "pmeth_steer");
+    bpf_program* other = bpf_object__find_program_by_name(obj, sg_ ? "pmeth_steer" : "pmeth_steer_mb");
     bpf_map* cfg_map = bpf_object__find_map_by_name(obj, "pm_cfg");
     bpf_map* xsks = bpf_object__find_map_by_name(obj, "pm_xsks");
-    if (!prog || !cfg_map || !xsks) {
-      *why = "the embedded XDP program lacks pmeth_steer, pm_cfg or pm_xsks";
+    if (!prog || !other || !cfg_map || !xsks) {
+      *why = "the embedded XDP object lacks pmeth_steer, pmeth_steer_mb, pm_cfg or pm_xsks";
       return -FI_EIO;
+    }
+    bpf_program__set_autoload(other, false);
+    if (int e = bpf_object__load(obj)) {
+      bool perm = e == -EPERM || e == -EACCES;
+      *why = perm ? std::string("loading the XDP program needs CAP_BPF and CAP_NET_ADMIN")
+                  : std::string("cannot load the XDP program") + (sg_ ? " (multi-buffer: Linux 5.18)" : "") + ": " +
+                        errstr(e);
+      return perm ? -FI_EPERM : -FI_EIO;
     }
     if (cfg.xdp_queue >= bpf_map__max_entries(xsks)) {
       *why = "queue " + std::to_string(cfg.xdp_queue) + " is beyond the program's socket map";
@@ -300,7 +351,7 @@ class XdpWire final : public Wire {
     sc.tx_size = tx_frames_;
     sc.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;  // our own program, attached above
     sc.xdp_flags = 0;
-    sc.bind_flags = XDP_USE_NEED_WAKEUP | (cfg.xdp_zerocopy ? XDP_ZEROCOPY : 0);
+    sc.bind_flags = XDP_USE_NEED_WAKEUP | (cfg.xdp_zerocopy ? XDP_ZEROCOPY : 0) | (sg_ ? XDP_USE_SG : 0);
     if (int e = xsk_socket__create(&xsk_, iface_.c_str(), cfg.xdp_queue, umem_, &rx_, &tx_, &sc)) {
       xsk_ = nullptr;
       *why = "cannot bind an AF_XDP socket to " + iface_ + " queue " + std::to_string(cfg.xdp_queue) + ": " +
@@ -308,7 +359,9 @@ class XdpWire final : public Wire {
              (e == -EPERM ? " (AF_XDP sockets need CAP_NET_RAW)"
               : e == -EBUSY ? " (another AF_XDP socket holds the queue)"
               : e == -EOPNOTSUPP && cfg.xdp_zerocopy ? " (the driver has no zero-copy AF_XDP)"
-                                                    : "");
+              : (e == -EINVAL || e == -EOPNOTSUPP) && sg_
+                  ? " (MTU " + std::to_string(mtu_) + " needs multi-buffer AF_XDP: Linux 6.6)"
+                  : std::string());
       return e == -EPERM ? -FI_EPERM : e == -EBUSY ? -FI_EBUSY : -FI_EIO;
     }
     int fd = xsk_socket__fd(xsk_);
@@ -338,11 +391,12 @@ class XdpWire final : public Wire {
       *why = "cannot enter the socket in the XDP program's map: " + errstr(errno);
       return -FI_EIO;
     }
+    if (sg_) joiner_.init(max_frame_, kChunk - kRxHeadroom, kMaxBurst);
     track_rx_head();
-    kind_ = std::string("af_xdp/") + mode_name(mode_) + (zerocopy_ ? "/zc" : "/copy");
-    PM_INFO(FI_LOG_EP_CTRL, "%s: AF_XDP socket on queue %u, XDP program in %s mode, %s, %u+%u chunks%s",
+    kind_ = std::string("af_xdp/") + mode_name(mode_) + (zerocopy_ ? "/zc" : "/copy") + (sg_ ? "/mb" : "");
+    PM_INFO(FI_LOG_EP_CTRL, "%s: AF_XDP socket on queue %u, XDP program in %s mode, %s, %u+%u chunks%s%s",
             iface_.c_str(), cfg.xdp_queue, mode_name(mode_), zerocopy_ ? "zero-copy" : "copy mode", rx_frames_,
-            tx_frames_, busy_poll_ ? ", busy polling" : "");
+            tx_frames_, sg_ ? ", frames of several chunks" : "", busy_poll_ ? ", busy polling" : "");
     return 0;
   }
 
@@ -376,6 +430,9 @@ class XdpWire final : public Wire {
 
   std::string iface_, kind_ = "af_xdp";
   size_t mtu_ = 1500;
+  uint32_t max_frame_ = 0;  // the longest frame received (MTU, Ethernet header, a VLAN tag)
+  bool sg_ = false;         // frames may take several chunks (multi-buffer)
+  xdp::RxJoiner joiner_;
   uint64_t drops_ = 0;  // rx_dropped(): the socket's last count
   uint8_t mac_[6] = {0};
   UniqueFd link_, xsks_map_;
