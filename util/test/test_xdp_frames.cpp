@@ -18,6 +18,7 @@ namespace {
 constexpr uint32_t kChunk = 4096;
 constexpr uint32_t kRoom = 3840;  // a received piece: a chunk behind 256 bytes of headroom
 constexpr uint32_t kMaxLen = 9018;
+constexpr uint32_t kPieces = 3;  // what a frame of kMaxLen takes in pieces of kRoom
 
 // A UMEM of chunks and a receive ring's view of descriptors into it.
 struct Umem {
@@ -85,7 +86,7 @@ Test(xdp_frames, a_frame_is_cut_into_chunks_marked_continued_but_the_last) {
 Test(xdp_frames, pieces_are_joined_and_single_pieces_stay_in_the_umem) {
   Umem u;
   RxJoiner j;
-  j.init(kMaxLen, kRoom, 8);
+  j.init(kMaxLen, kPieces, 8);
   std::vector<std::vector<uint8_t>> sent = {pattern(60, 1), pattern(9014, 2), pattern(kRoom, 3),
                                             pattern(kRoom + 1, 4), pattern(1514, 5)};
   for (auto& f : sent) u.receive(f);
@@ -107,7 +108,7 @@ Test(xdp_frames, pieces_are_joined_and_single_pieces_stay_in_the_umem) {
 // received: the same bytes come out.
 Test(xdp_frames, every_length_survives_cutting_and_joining) {
   RxJoiner j;
-  j.init(kMaxLen, kRoom, 4);
+  j.init(kMaxLen, kPieces, 4);
   std::vector<uint8_t> tx(8 * kChunk);
   std::vector<size_t> lens;
   for (size_t len = 1; len < kMaxLen; len += (len < 300 ? 1 : 37)) lens.push_back(len);
@@ -134,7 +135,7 @@ Test(xdp_frames, every_length_survives_cutting_and_joining) {
 Test(xdp_frames, a_frame_whose_last_piece_is_not_in_view_waits) {
   Umem u;
   RxJoiner j;
-  j.init(kMaxLen, kRoom, 8);
+  j.init(kMaxLen, kPieces, 8);
   auto a = pattern(100, 1), b = pattern(9014, 2);
   u.receive(a);
   u.receive(b);
@@ -155,7 +156,7 @@ Test(xdp_frames, a_frame_whose_last_piece_is_not_in_view_waits) {
 Test(xdp_frames, at_most_max_frames_are_taken) {
   Umem u;
   RxJoiner j;
-  j.init(kMaxLen, kRoom, 8);
+  j.init(kMaxLen, kPieces, 8);
   for (int i = 0; i < 5; i++) u.receive(pattern(5000, uint8_t(i)));
   Frame f[8];
   uint32_t used = 0;
@@ -166,7 +167,7 @@ Test(xdp_frames, at_most_max_frames_are_taken) {
   assert_frame(f[1], pattern(5000, 4));
   // More than the joiner was made for: capped at its slots.
   RxJoiner two;
-  two.init(kMaxLen, kRoom, 2);
+  two.init(kMaxLen, kPieces, 2);
   cr_assert_eq(u.join(two, f, 8, &used), 2);
   cr_assert_eq(used, 4u);
 }
@@ -174,7 +175,7 @@ Test(xdp_frames, at_most_max_frames_are_taken) {
 Test(xdp_frames, a_frame_longer_than_the_mtu_allows_is_dropped_whole) {
   Umem u;
   RxJoiner j;
-  j.init(kMaxLen, kRoom, 8);
+  j.init(kMaxLen, kPieces, 8);
   auto ok1 = pattern(200, 1), ok2 = pattern(9018, 3);
   u.receive(ok1);
   u.receive(pattern(kMaxLen + 1, 2));  // three pieces, one byte too long
@@ -193,7 +194,7 @@ Test(xdp_frames, a_frame_longer_than_the_mtu_allows_is_dropped_whole) {
 Test(xdp_frames, an_endless_chain_is_dropped_across_calls) {
   Umem u;
   RxJoiner j;
-  j.init(kMaxLen, kRoom, 8);
+  j.init(kMaxLen, kPieces, 8);
   for (int i = 0; i < 5; i++) u.ring.push_back(Desc{uint64_t(i) * kChunk + 256, 16, kPktContd});
   Frame f[8];
   uint32_t used = 0;
@@ -212,22 +213,72 @@ Test(xdp_frames, an_endless_chain_is_dropped_across_calls) {
   cr_assert_eq(j.dropped(), 1u);
 }
 
+// A dropped chain whose rest fills a whole view, then ends in a third.
+Test(xdp_frames, a_dropped_chain_is_skipped_over_several_views) {
+  Umem u;
+  RxJoiner j;
+  j.init(kMaxLen, kPieces, 8);
+  for (int i = 0; i < 10; i++) u.ring.push_back(Desc{uint64_t(i) * kChunk + 256, 100, kPktContd});
+  u.ring.push_back(Desc{10 * kChunk + 256, 100, 0});
+  auto good = pattern(5000, 2);
+  u.receive(good);
+  Frame f[8];
+  uint32_t used = 0, at = 0;
+  // Views of 4, 4, then the rest: nothing comes out until the good frame.
+  for (uint32_t view : {4u, 4u}) {
+    cr_assert_eq(j.join(u.area.data(), u.area.size(), [&](uint32_t i) -> const Desc& { return u.ring[at + i]; },
+                        view, f, 8, &used), 0);
+    cr_assert_eq(used, view, "every piece of the view is taken");
+    at += used;
+  }
+  cr_assert_eq(u.join(j, f, 8, &used, at), 1);
+  cr_assert_eq(at + used, u.ring.size());
+  assert_frame(f[0], good);
+  cr_assert_eq(j.dropped(), 1u);
+}
+
+// Pieces smaller than a chunk's room (zero-copy drivers' buffers) are joined
+// as long as the frame has no more pieces than the kernel makes.
+Test(xdp_frames, small_pieces_are_joined_up_to_the_kernels_bound) {
+  Umem u;
+  RxJoiner j;
+  j.init(kMaxLen, RxJoiner::kMaxPieces, 4);
+  auto a = pattern(9014, 5), b = pattern(600, 6);
+  u.receive(a, 2048);  // 5 pieces
+  u.receive(b, 32);    // 19 pieces: more than any frame has
+  auto c = pattern(1500, 7);
+  u.receive(c, 100);   // 15 pieces
+  Frame f[4];
+  uint32_t used = 0;
+  cr_assert_eq(u.join(j, f, 4, &used), 2);
+  cr_assert_eq(used, u.ring.size());
+  assert_frame(f[0], a);
+  assert_frame(f[1], c);
+  cr_assert_eq(j.dropped(), 1u);
+}
+
 Test(xdp_frames, a_piece_outside_the_umem_drops_its_frame) {
   Umem u;
   RxJoiner j;
-  j.init(kMaxLen, kRoom, 8);
+  j.init(kMaxLen, kPieces, 8);
   uint64_t end = u.area.size();
   u.ring.push_back(Desc{end - 10, 20, 0});                  // runs past the end
   u.ring.push_back(Desc{256, 100, kPktContd});              // a good first piece,
   u.ring.push_back(Desc{~uint64_t(0) - 5, 100, 0});         // a second far outside
   u.ring.push_back(Desc{end + kChunk, 0, 0});               // empty, outside
   u.ring.push_back(Desc{kChunk + 256, 0, 0});               // empty, inside
+  u.ring.push_back(Desc{end, 1, 0});                        // one byte just past the end
+  u.ring.push_back(Desc{end - 20, 1, kPktContd});           // a good piece, then
+  u.ring.push_back(Desc{end - 19, 20, 0});                  // one a byte too long
   auto good = pattern(1000, 4);
   u.receive(good);
+  std::vector<uint8_t> tail(u.area.end() - 20, u.area.end());
+  u.ring.push_back(Desc{end - 20, 20, 0});                  // the last 20 bytes: inside
   Frame f[8];
   uint32_t used = 0;
-  cr_assert_eq(u.join(j, f, 8, &used), 1);
+  cr_assert_eq(u.join(j, f, 8, &used), 2);
   cr_assert_eq(used, u.ring.size());
   assert_frame(f[0], good);
-  cr_assert_eq(j.dropped(), 4u);
+  assert_frame(f[1], tail);
+  cr_assert_eq(j.dropped(), 6u);
 }

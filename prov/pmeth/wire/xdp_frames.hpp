@@ -46,11 +46,17 @@ inline uint32_t cut_frame(uint8_t* base, const Frame& fr, uint32_t chunk, const 
 
 class RxJoiner {
  public:
-  // max_len: the longest frame taken; piece_room: what one received
-  // descriptor can hold; max_frames: the most frames one join() returns.
-  void init(uint32_t max_len, uint32_t piece_room, int max_frames) {
+  // The most pieces a received frame may have (the kernel's bound: an skb's
+  // head and MAX_SKB_FRAGS = 17 fragments; in copy mode a frame has
+  // ceil(length / piece room) of them, in zero-copy as many as the driver's
+  // buffers make).
+  static constexpr uint32_t kMaxPieces = 18;
+
+  // max_len: the longest frame taken; max_pieces (≤ kMaxPieces): the most
+  // pieces of one frame; max_frames: the most frames one join() returns.
+  void init(uint32_t max_len, uint32_t max_pieces, int max_frames) {
     max_len_ = max_len;
-    max_pieces_ = pieces(max_len, piece_room);
+    max_pieces_ = max_pieces < 1 ? 1 : max_pieces > kMaxPieces ? kMaxPieces : max_pieces;
     slots_.assign(size_t(max_len) * size_t(max_frames), 0);
     max_frames_ = max_frames;
   }
@@ -58,13 +64,14 @@ class RxJoiner {
   uint32_t view_for(int max) const { return uint32_t(max) * max_pieces_; }
 
   // Joins the descriptors at(0) .. at(n-1) (the receive ring's view, oldest
-  // first; at(i) returns a const Desc& or a type with addr, len and options)
-  // into at most max frames in f. A frame of one descriptor points into the
-  // UMEM (base, base_len bytes); one of several is copied into a slot of this
-  // joiner, valid until the next call. *used: the descriptors taken (to be
-  // released). A frame whose last piece is not in the view stays for the
-  // next call, unless it already has more pieces than a frame of max_len can
-  // have: then it is dropped, and its pieces still to come with it.
+  // first; at(i) returns something with addr, len and options, each read
+  // once) into at most max frames in f. A frame of one descriptor points
+  // into the UMEM (base, base_len bytes); one of several is copied into a
+  // slot of this joiner, valid until the next call. *used: the descriptors
+  // taken (to be released, also those of dropped frames: *used may be
+  // above 0 when no frame comes out). A frame whose last piece is not in the
+  // view stays for the next call, unless it already has more pieces than a
+  // frame may have: then it is dropped, and its pieces still to come with it.
   template <class At>
   int join(const uint8_t* base, size_t base_len, At&& at, uint32_t n, Frame* f, int max, uint32_t* used) {
     if (max > max_frames_) max = max_frames_;
@@ -72,48 +79,48 @@ class RxJoiner {
     int out = 0;
     // The rest of a frame dropped in an earlier call.
     while (skipping_ && i < n) skipping_ = (at(i++).options & kPktContd) != 0;
+    Desc d[kMaxPieces];
     while (out < max && i < n) {
-      // Where this frame ends, if it ends in the view.
-      uint32_t end = i;
+      // This frame's pieces, copied once out of the ring.
+      uint32_t k = 0;
       bool whole = false;
-      while (end < n && end - i < max_pieces_) {
-        if (!(at(end++).options & kPktContd)) {
+      while (i + k < n && k < max_pieces_) {
+        const auto& r = at(i + k);
+        d[k] = Desc{r.addr, r.len, r.options};
+        if (!(d[k++].options & kPktContd)) {
           whole = true;
           break;
         }
       }
       if (!whole) {
-        if (end - i < max_pieces_) break;  // its last piece is yet to come
-        // More pieces than a frame can have: dropped, with what follows.
+        if (k < max_pieces_) break;  // its last piece is yet to come
+        // More pieces than a frame may have: dropped, with what follows.
         dropped_++;
         skipping_ = true;
-        i = end;
+        i += k;
         while (skipping_ && i < n) skipping_ = (at(i++).options & kPktContd) != 0;
         continue;
       }
+      i += k;
       size_t len = 0;
       bool ok = true;
-      for (uint32_t j = i; j < end; j++) {
-        const auto& d = at(j);
-        if (d.addr > base_len || d.len > base_len - d.addr) ok = false;
-        len += d.len;
+      for (uint32_t j = 0; j < k; j++) {
+        if (d[j].addr > base_len || d[j].len > base_len - d[j].addr) ok = false;
+        len += d[j].len;
       }
       if (!ok || len > max_len_ || len == 0) {
         dropped_++;
-      } else if (end - i == 1) {
-        const auto& d = at(i);
-        f[out++] = Frame{base + d.addr, d.len};
+      } else if (k == 1) {
+        f[out++] = Frame{base + d[0].addr, d[0].len};
       } else {
         uint8_t* slot = slots_.data() + size_t(out) * max_len_;
         size_t off = 0;
-        for (uint32_t j = i; j < end; j++) {
-          const auto& d = at(j);
-          memcpy(slot + off, base + d.addr, d.len);
-          off += d.len;
+        for (uint32_t j = 0; j < k; j++) {
+          memcpy(slot + off, base + d[j].addr, d[j].len);
+          off += d[j].len;
         }
         f[out++] = Frame{slot, len};
       }
-      i = end;
     }
     *used = i;
     return out;

@@ -4,10 +4,11 @@
 // program (xdp_steer.bpf.c) that redirects only this endpoint's pmeth frames
 // to the socket; every other frame goes on to the kernel.
 //
-// A frame larger than a chunk (an MTU over 3,826 bytes: jumbo frames) needs
-// the kernel's multi-buffer AF_XDP (XDP_USE_SG, Linux 6.6) and the program's
-// multi-buffer variant: it then travels as several descriptors, cut and
-// joined by xdp_frames.hpp.
+// A frame larger than a chunk (an MTU over 3,822 bytes: jumbo frames) needs
+// the kernel's multi-buffer AF_XDP (XDP_USE_SG, Linux 6.6): it then travels
+// as several descriptors, cut and joined by xdp_frames.hpp. From MTU 3,000
+// the program is loaded in its multi-buffer variant (native XDP on veth
+// refuses the other above about 3.5 K).
 //
 // The program is attached through a BPF link, which belongs to this
 // process's file descriptor: when the endpoint closes or the process dies,
@@ -111,6 +112,7 @@ class XdpWire final : public Wire {
     // fit a chunk takes several (multi-buffer). A VLAN tag is allowed for.
     max_frame_ = uint32_t(mtu_) + 18;
     sg_ = max_frame_ > kChunk - kRxHeadroom;
+    frags_prog_ = mtu_ >= 3000;
     if (sg_ && pieces(max_frame_, kChunk - kRxHeadroom) > kMaxPieces) {
       *why = "MTU " + std::to_string(mtu_) + " of " + cfg.iface + " needs more AF_XDP chunks per frame than " +
              std::to_string(kMaxPieces);
@@ -180,13 +182,16 @@ class XdpWire final : public Wire {
     rx_idx_ = idx;
     if (sg_) {
       // Frames of several descriptors are joined; the descriptors taken are
-      // released (and, unpeeked, stay for the next call otherwise).
+      // released by rx_release(), the others stay for the next call.
       uint32_t used = 0;
       int got = joiner_.join(area_, area_len_, [&](uint32_t i) -> const xdp_desc& {
         return *xsk_ring_cons__rx_desc(&rx_, idx + i);
       }, n, f, max, &used);
       if (used < n) xsk_ring_cons__cancel(&rx_, n - used);
       rx_taken_ = used;
+      // Only dropped frames: nobody calls rx_release() after an empty
+      // burst, so their chunks go back to the fill ring here.
+      if (got == 0) rx_release();
       return got;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -258,8 +263,8 @@ class XdpWire final : public Wire {
     } closer{obj};
     // Frames of several buffers need the multi-buffer variant (loaded
     // only then: older kernels refuse it).
-    bpf_program* prog = bpf_object__find_program_by_name(obj, sg_ ? "pmeth_steer_mb" : "pmeth_steer");
-    bpf_program* other = bpf_object__find_program_by_name(obj, sg_ ? "pmeth_steer" : "pmeth_steer_mb");
+    bpf_program* prog = bpf_object__find_program_by_name(obj, frags_prog_ ? "pmeth_steer_mb" : "pmeth_steer");
+    bpf_program* other = bpf_object__find_program_by_name(obj, frags_prog_ ? "pmeth_steer" : "pmeth_steer_mb");
     bpf_map* cfg_map = bpf_object__find_map_by_name(obj, "pm_cfg");
     bpf_map* xsks = bpf_object__find_map_by_name(obj, "pm_xsks");
     if (!prog || !other || !cfg_map || !xsks) {
@@ -270,7 +275,7 @@ class XdpWire final : public Wire {
     if (int e = bpf_object__load(obj)) {
       bool perm = e == -EPERM || e == -EACCES;
       *why = perm ? std::string("loading the XDP program needs CAP_BPF and CAP_NET_ADMIN")
-                  : std::string("cannot load the XDP program") + (sg_ ? " (multi-buffer: Linux 5.18)" : "") + ": " +
+                  : std::string("cannot load the XDP program") + (frags_prog_ ? " (its multi-buffer variant: Linux 5.18)" : "") + ": " +
                         errstr(e);
       return perm ? -FI_EPERM : -FI_EIO;
     }
@@ -358,7 +363,8 @@ class XdpWire final : public Wire {
              errstr(e) +
              (e == -EPERM ? " (AF_XDP sockets need CAP_NET_RAW)"
               : e == -EBUSY ? " (another AF_XDP socket holds the queue)"
-              : e == -EOPNOTSUPP && cfg.xdp_zerocopy ? " (the driver has no zero-copy AF_XDP)"
+              : e == -EOPNOTSUPP && cfg.xdp_zerocopy
+                  ? std::string(" (the driver has no zero-copy AF_XDP") + (sg_ ? " with multi-buffer frames)" : ")")
               : (e == -EINVAL || e == -EOPNOTSUPP) && sg_
                   ? " (MTU " + std::to_string(mtu_) + " needs multi-buffer AF_XDP: Linux 6.6)"
                   : std::string());
@@ -391,7 +397,7 @@ class XdpWire final : public Wire {
       *why = "cannot enter the socket in the XDP program's map: " + errstr(errno);
       return -FI_EIO;
     }
-    if (sg_) joiner_.init(max_frame_, kChunk - kRxHeadroom, kMaxBurst);
+    if (sg_) joiner_.init(max_frame_, xdp::RxJoiner::kMaxPieces, kMaxBurst);
     track_rx_head();
     kind_ = std::string("af_xdp/") + mode_name(mode_) + (zerocopy_ ? "/zc" : "/copy") + (sg_ ? "/mb" : "");
     PM_INFO(FI_LOG_EP_CTRL, "%s: AF_XDP socket on queue %u, XDP program in %s mode, %s, %u+%u chunks%s%s",
@@ -432,6 +438,7 @@ class XdpWire final : public Wire {
   size_t mtu_ = 1500;
   uint32_t max_frame_ = 0;  // the longest frame received (MTU, Ethernet header, a VLAN tag)
   bool sg_ = false;         // frames may take several chunks (multi-buffer)
+  bool frags_prog_ = false; // the program's multi-buffer variant (xdp.frags)
   xdp::RxJoiner joiner_;
   uint64_t drops_ = 0;  // rx_dropped(): the socket's last count
   uint8_t mac_[6] = {0};
