@@ -39,7 +39,7 @@
 namespace pm::shm {
 
 constexpr uint32_t kNameMagic = 0x48534d50;  // "PMSH"
-constexpr uint16_t kVersion = 3;
+constexpr uint16_t kVersion = 4;
 constexpr size_t kAliasMax = 64;             // RegionHdr::alias
 constexpr uint32_t kRegionMagic = 0x47524d50; // "PMRG"
 constexpr uint64_t kProbeSalt = 0x5a17c0ffee15600dull;

@@ -47,6 +47,7 @@ Endpoint::Endpoint(Domain& dom, const fi_info& info, std::unique_ptr<Device> dev
   // Eager messages are bounded by the protocol (a receiver refuses an eager
   // header claiming more): the threshold and the inject size stay below it.
   rndv_threshold_ = std::min<size_t>(g_params.get_size("rndv_threshold"), kMaxEagerMsg);
+  help_min_ = g_params.get_size("cma_share_min");
   inject_size_ = std::min<size_t>(inject_size_, kMaxEagerMsg);
   unexp_cap_ = std::max<size_t>(g_params.get_size("unexp_cap_kb"), 1) * 1024;
   peer_timeout_ns_ = uint64_t(g_params.get_int("peer_timeout_ms")) * 1000000ull;
@@ -146,9 +147,10 @@ int Endpoint::enable() {
 std::string Endpoint::endpoint_stats() const {
   char buf[256];
   snprintf(buf, sizeof buf,
-           "endpoint: bad_packets=%llu unexp_bytes=%zu unexp_peak=%zu unexp_cap=%zu unexp_stalls=%llu",
+           "endpoint: bad_packets=%llu unexp_bytes=%zu unexp_peak=%zu unexp_cap=%zu unexp_stalls=%llu "
+           "shared_copies=%llu",
            (unsigned long long)bad_packets_, unexp_bytes_, unexp_peak_, unexp_cap_,
-           (unsigned long long)unexp_stalls_);
+           (unsigned long long)unexp_stalls_, (unsigned long long)helped_);
   return buf;
 }
 
@@ -323,6 +325,8 @@ bool Endpoint::on_packet(const RxPacket& pkt) noexcept {
     case kPktRts: return on_rts(pk);
     case kPktCts: on_cts(pk); return true;
     case kPktFin: on_fin(pk); return true;
+    case kPktHelp: on_help(pk); return true;
+    case kPktHelped: on_helped(pk); return true;
     case kPktWrite:
     case kPktRead:
       if (h.flags & kPktCma) return on_rma_cma(pk);

@@ -54,6 +54,7 @@ struct TxOp {
   bool completion = true;
   bool wait_ack = false;     // FI_TRANSMIT_COMPLETE: complete when the peer has it
   bool silent = false;       // the provider's own (a target's response): no events
+  bool helped = false;       // it wrote its tail of a shared single copy (kPktHelp): once
   struct iovec res[kMaxIov]; // fetching atomic: where the old values go
   size_t rescnt = 0;
   PeerId peer = kNoPeer;
@@ -84,6 +85,11 @@ struct Assembly {
   // and must hear how it ended (note_transfer): 1 it chose the copy path,
   // 2 single copy, which failed and fell back to the copy path.
   uint8_t asked = 0;
+  // A shared single copy (kPktHelp): the receiver read the head, the sender
+  // writes the rest. kHelpWaiting: the head is in; kHelpHeadFailed: the
+  // receiver's read failed (after the sender's answer, the copy path).
+  enum : uint8_t { kNoHelp, kHelpWaiting, kHelpHeadFailed };
+  uint8_t help = kNoHelp;
 };
 
 struct AsmKey {
@@ -182,6 +188,9 @@ class Endpoint final : public PacketSink {
   void fail_peer_ops(PeerId peer, int err);
   void on_cts(const CheckedPacket& pk);
   void on_fin(const CheckedPacket& pk);
+  void on_help(const CheckedPacket& pk);
+  void on_helped(const CheckedPacket& pk);
+  bool ask_help(PeerId peer, RecvOp* r, size_t base, size_t head, size_t tail, uint64_t msg_id);
   void send_ctrl(PeerId peer, uint8_t op, uint64_t msg_id, uint64_t value, uint8_t flags = 0);
   void flush_ctrl();
   void check_timers();
@@ -256,6 +265,7 @@ class Endpoint final : public PacketSink {
   uint64_t tx_op_flags_ = 0, rx_op_flags_ = 0;
   size_t inject_size_;
   size_t rndv_threshold_;
+  size_t help_min_ = 0;  // cma_share_min: shared single copies from this size (0: never)
   size_t min_multi_recv_ = 64;
   uint64_t peer_timeout_ns_;
   uint64_t close_timeout_ns_;
@@ -310,6 +320,7 @@ class Endpoint final : public PacketSink {
   size_t unexp_peak_ = 0;
   bool unexp_full_ = false;
   uint64_t unexp_stalls_ = 0;
+  uint64_t helped_ = 0;  // rendezvous finished by a shared single copy
   // Other state a peer's packets create at this endpoint, bounded alike.
   static constexpr size_t kMaxRmaIn = 4096;
   static constexpr size_t kMaxPendingTargetOps = 4096;

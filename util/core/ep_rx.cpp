@@ -258,6 +258,10 @@ bool Endpoint::on_data(const CheckedPacket& pk) {
   auto it = assemblies_.find(AsmKey{peer, h.msg_id});
   if (it == assemblies_.end()) return true;  // discarded or failed message
   Assembly& a = it->second;
+  if (a.help != Assembly::kNoHelp) {
+    drop(peer, "a segment of a message shared by single copy");
+    return true;
+  }
   // Inside what this message's first packet announced, and no more bytes
   // than are still missing (overflow-safe; a peer's offsets are not trusted).
   if (h.offset > a.total || plen > a.total - h.offset || plen > a.total - a.received) {
@@ -332,15 +336,28 @@ void Endpoint::deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,
   // asked: the device chooses the path (and hears how the message ended).
   uint8_t asked = accept && riovcnt && dev_->can_read_remote(peer) ? 1 : 0;
   if (asked && dev_->prefer_read_remote(peer, accept)) {
+    // A large message is shared: the sender writes the tail into this
+    // receive while this side reads the head (two cpus copy at once).
+    size_t tail = help_min_ && accept >= help_min_ ? (accept / 2) & ~size_t(4095) : 0;
+    size_t head = accept - tail;
+    if (tail && !ask_help(peer, r, base, head, tail, h.msg_id)) head = accept;
     struct iovec local[kMaxIov], remote[kMaxIov];
-    size_t lcnt = iov_slice(r->iov, r->iovcnt, base, accept, local, kMaxIov);
-    size_t rcnt = 0, left = accept;
+    size_t lcnt = iov_slice(r->iov, r->iovcnt, base, head, local, kMaxIov);
+    size_t rcnt = 0, left = head;
     for (size_t i = 0; i < riovcnt && i < kMaxIov && left; i++) {
       size_t n = std::min<size_t>(riov[i].len, left);
       remote[rcnt++] = iovec{reinterpret_cast<void*>(riov[i].addr), n};
       left -= n;
     }
     ssize_t n = dev_->read_remote(peer, local, lcnt, remote, rcnt);
+    if (head < accept) {
+      // The sender's answer (on_helped) finishes it, or moves it to the copy path.
+      Assembly& a = assemblies_[AsmKey{peer, h.msg_id}];
+      a = Assembly{peer, r, nullptr, base, accept, size_t(h.msg_len), 0, h.tag, h.cq_data, h.flags,
+                   now_ns(), asked};
+      a.help = n == ssize_t(head) ? Assembly::kHelpWaiting : Assembly::kHelpHeadFailed;
+      return;
+    }
     if (n == ssize_t(accept)) {
       dev_->note_transfer(peer, true, accept);
       send_ctrl(peer, kPktFin, h.msg_id, 0);
@@ -359,6 +376,59 @@ void Endpoint::deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,
   Assembly& a = assemblies_[AsmKey{peer, h.msg_id}];
   a = Assembly{peer, r, nullptr, base, accept, size_t(h.msg_len), 0, h.tag, h.cq_data, h.flags,
                now_ns(), asked};
+}
+
+// Asks the sender of msg_id to write bytes [head, head + tail) of it into this
+// receive (at base + head); false when it cannot be asked (this side then
+// reads everything).
+bool Endpoint::ask_help(PeerId peer, RecvOp* r, size_t base, size_t head, size_t tail, uint64_t msg_id) {
+  struct iovec mine[kMaxIov];
+  size_t cnt = iov_slice(r->iov, r->iovcnt, base + head, tail, mine, kMaxIov);
+  RemoteIov riov[kMaxIov];
+  size_t sum = 0;
+  for (size_t i = 0; i < cnt; i++) {
+    riov[i] = RemoteIov{reinterpret_cast<uint64_t>(mine[i].iov_base), mine[i].iov_len};
+    sum += mine[i].iov_len;
+  }
+  if (sum != tail) return false;
+  PktHdr h{};
+  h.op = kPktHelp;
+  h.msg_id = msg_id;
+  h.offset = head;
+  h.msg_len = tail;
+  h.seg_len = uint32_t(cnt * sizeof(RemoteIov));
+  struct iovec piov{riov, cnt * sizeof(RemoteIov)};
+  return dev_->send(peer, h, &piov, 1, 0, piov.iov_len) == 0;
+}
+
+// The sender's answer to kPktHelp: the message is complete, or (either
+// part failed) goes the copy path from its start.
+void Endpoint::on_helped(const CheckedPacket& pk) {
+  const PktHdr& h = pk.hdr();
+  PeerId peer = pk.peer();
+  auto it = assemblies_.find(AsmKey{peer, h.msg_id});
+  if (it == assemblies_.end() || it->second.help == Assembly::kNoHelp) return;  // not asked: ignored
+  Assembly& a = it->second;
+  if (a.help == Assembly::kHelpWaiting && h.tag == 0) {
+    Assembly done = a;
+    assemblies_.erase(it);
+    helped_++;
+    dev_->note_transfer(peer, true, done.total);
+    send_ctrl(peer, kPktFin, h.msg_id, 0);
+    PktHdr hh{};
+    hh.tag = done.tag;
+    hh.cq_data = done.data;
+    hh.flags = done.flags;
+    finish_recv(done.recv, done.base, done.msg_len, done.total, hh, peer);
+    return;
+  }
+  PM_INFO(FI_LOG_EP_DATA, "shared single copy with %s failed (%s side); using the copy path",
+          peer_str(peer).c_str(), a.help == Assembly::kHelpHeadFailed ? "receiving" : "sending");
+  a.help = Assembly::kNoHelp;
+  a.asked = 2;  // charged to single copy
+  a.received = 0;
+  a.start_ns = now_ns();
+  send_ctrl(peer, kPktCts, h.msg_id, a.total);
 }
 
 // A receive takes a message that arrived before it (u is in the unexpected list).

@@ -28,6 +28,7 @@ TxOp* Endpoint::alloc_tx() {
   op->sent = 0;
   op->limit = 0;
   op->silent = false;
+  op->helped = false;
   op->wait_ack = false;
   op->rescnt = 0;
   return op;
@@ -350,6 +351,30 @@ void Endpoint::on_fin(const CheckedPacket& pk) {
   if (!op || op->state != TxOp::kWaitCts || op->peer != peer) return;
   waiting_.remove(op);
   complete_tx(op, int(h.tag));
+}
+
+// The receiver of a rendezvous asks this side to write part of the message
+// into its receive (a shared single copy): once per message, only what the
+// message holds, only to a peer this device can write to.
+void Endpoint::on_help(const CheckedPacket& pk) {
+  const PktHdr& h = pk.hdr();
+  PeerId peer = pk.peer();
+  TxOp* op = tx_by_id(h.msg_id);
+  if (!op || op->state != TxOp::kWaitCts || op->peer != peer || op->helped) return;
+  op->helped = true;
+  op->start_ns = now_ns();
+  uint64_t len = op->hdr.msg_len;
+  int status = FI_EIO;
+  if (h.offset <= len && h.msg_len <= len - h.offset && dev_->can_read_remote(peer)) {
+    struct iovec local[kMaxIov], remote[kMaxIov];
+    size_t lcnt = iov_slice(op->iov, op->iovcnt, h.offset, h.msg_len, local, kMaxIov);
+    size_t rcnt = pk.len() / sizeof(RemoteIov);  // whole entries summing to msg_len (rx_check)
+    RemoteIov riov[kMaxIov];
+    memcpy(riov, pk.payload(), rcnt * sizeof(RemoteIov));  // one read of the peer's bytes
+    for (size_t i = 0; i < rcnt; i++) remote[i] = iovec{reinterpret_cast<void*>(riov[i].addr), size_t(riov[i].len)};
+    if (dev_->write_remote(peer, local, lcnt, remote, rcnt) == ssize_t(h.msg_len)) status = 0;
+  }
+  send_ctrl(peer, kPktHelped, h.msg_id, uint64_t(status));
 }
 
 void Endpoint::send_ctrl(PeerId peer, uint8_t op, uint64_t msg_id, uint64_t value, uint8_t flags) {

@@ -289,6 +289,11 @@ const ParamSpec kCoreParams[] = {
      "messages above this many bytes use rendezvous: the receiver pulls them once matched (single "
      "copy where the device can), so an unexpected large message costs it a header",
      "16384"},
+    {"cma_share_min", T::kSize,
+     "a rendezvous of at least this many bytes done by single copy (CMA) is shared: the receiver reads "
+     "the first half while the sender writes the second into the receive, so two cpus copy at once "
+     "(the sender does its part in its progress); 0: the receiver copies it all",
+     "262144"},
     {"unexp_cap_kb", T::kSize,
      "memory an endpoint keeps for unexpected messages, KiB: at the cap it stops taking such messages "
      "and their senders wait (STOP/GO) until receives are posted; nothing is dropped",

@@ -38,6 +38,11 @@ enum PktOp : uint8_t {
                        // reserved = op | datatype << 8; payload = operands [+ compares]
   kPktAtomicResp = 10, // tag = status; payload = the old values (fetch / compare)
   kPktRmaAck = 11,     // tag = status (0, or a positive FI_E* code)
+  // A large single-copy rendezvous shared by both sides (the receiver reads
+  // the head of the message while the sender writes the tail):
+  kPktHelp = 12,       // receiver -> sender: write bytes [offset, offset + msg_len)
+                       // of message msg_id; payload = the receiver's RemoteIov list
+  kPktHelped = 13,     // sender -> receiver: tag = status of that write
 };
 
 enum PktFlags : uint8_t {

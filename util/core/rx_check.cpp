@@ -50,8 +50,16 @@ const char* check_core(const PktHdr& h, const uint8_t* p, size_t plen, const RxL
     if (h.msg_len > lim.max_msg) return "message longer than max_msg_size";
     if (h.offset || !remote_iovs_ok(p, plen, h.msg_len)) return "malformed rendezvous request";
     return nullptr;
+  case kPktHelp:
+    if (lim.dgram) return "rendezvous on a datagram endpoint";
+    if (h.flags) return "unknown flags";
+    if (!h.msg_len || h.msg_len > lim.max_msg || h.offset > lim.max_msg - h.msg_len)
+      return "help request outside a message";
+    if (!remote_iovs_ok(p, plen, h.msg_len)) return "malformed help request";
+    return nullptr;
   case kPktCts:
   case kPktFin:
+  case kPktHelped:
   case kPktRmaAck:
     if (lim.dgram) return "control packet on a datagram endpoint";
     if (plen || (h.flags & ~kPktCma)) return "malformed control packet";

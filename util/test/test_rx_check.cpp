@@ -170,6 +170,31 @@ Test(rx_check, atomics) {
   cr_assert_not(passes(atomic(FI_SUM, FI_UINT64, 4, pm::kPktCompare, 64), bytes(64)));  // compare, no fetch
 }
 
+// A shared single copy: the receiver's list of where the sender writes bytes
+// [offset, offset + msg_len) of its message, and the sender's status.
+Test(rx_check, help_request_and_answer) {
+  cr_assert(passes(hdr(pm::kPktHelp, 300, 4096, 32), riovs({100, 200})));
+  cr_assert_not(passes(hdr(pm::kPktHelp, 300, 4096, 32), riovs({100, 199})));  // does not add up
+  cr_assert_not(passes(hdr(pm::kPktHelp, 300, 0, 32), riovs({kMax, 301})));     // wraps to the total
+  cr_assert_not(passes(hdr(pm::kPktHelp, 0, 0, 0), {}));                         // nothing to write
+  cr_assert_not(passes(hdr(pm::kPktHelp, 300, kMax - 100, 32), riovs({100, 200})));  // offset + length wraps
+  RxLimits l = limits();
+  l.max_msg = 1 << 20;
+  cr_assert(passes(hdr(pm::kPktHelp, 300, (1 << 20) - 300, 32), riovs({100, 200}), l));
+  cr_assert_not(passes(hdr(pm::kPktHelp, 300, (1 << 20) - 299, 32), riovs({100, 200}), l));  // past max_msg
+  PktHdr f = hdr(pm::kPktHelp, 300, 0, 32);
+  f.flags = pm::kPktTagged;
+  cr_assert_not(passes(f, riovs({100, 200})));
+  l.dgram = true;
+  cr_assert_not(passes(hdr(pm::kPktHelp, 300, 0, 32), riovs({100, 200}), l));
+  PktHdr a = hdr(pm::kPktHelped, 0, 0, 0);
+  a.tag = 5;
+  cr_assert(passes(a, {}));
+  a.tag = 1ull << 40;  // not a status
+  cr_assert_not(passes(a, {}));
+  cr_assert_not(passes(hdr(pm::kPktHelped, 0, 0, 8), bytes(8)));
+}
+
 Test(rx_check, control_and_replies) {
   PktHdr h = hdr(pm::kPktCts, 5000, 0, 0);
   cr_assert(passes(h, {}));
@@ -182,7 +207,7 @@ Test(rx_check, control_and_replies) {
   cr_assert(passes(hdr(pm::kPktReadResp, 4096, 1024, 512), bytes(512)));
   cr_assert_not(passes(hdr(pm::kPktReadResp, 4096, 4000, 512), bytes(512)));
   cr_assert_not(passes(hdr(pm::kPktReadResp, 4096, kMax - 10, 512), bytes(512)));
-  for (uint8_t op : {uint8_t(0), uint8_t(12), uint8_t(255)}) cr_assert_not(passes(hdr(op, 0, 0, 0), {}));
+  for (uint8_t op : {uint8_t(0), uint8_t(14), uint8_t(255)}) cr_assert_not(passes(hdr(op, 0, 0, 0), {}));
   // No payload pointer, or an unknown sender.
   PktHdr e = hdr(pm::kPktEager, 8, 0, 8);
   RxPacket in{7, &e, nullptr, 8};

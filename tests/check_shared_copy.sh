@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The shared single copy (cma_share_min, fi_pmshm(7)): a rendezvous of at
+# least that size sent by CMA is copied by both sides at once. Runs
+# ft_msg -t sizes (every size up to 1 MiB, both directions, payloads
+# verified byte for byte) on one host with CMA forced on and the statistics
+# on, and checks that it passed and that the endpoints' statistics say how
+# many messages were shared:
+#
+#   check_shared_copy.sh <ft_msg> <prov> on|off
+#
+# on: at least one endpoint finished messages by a shared copy; off (the
+# knob at 0): every endpoint finished none that way.
+set -u
+(($# == 3)) || { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+ft=$1 prov=$2 mode=$3
+up=${prov^^}
+export FI_LOG_LEVEL=warn "FI_${up}_STATS=1"
+[[ $prov == pmshm ]] && export FI_PMSHM_CMA=on
+[[ $mode == off ]] && export "FI_${up}_CMA_SHARE_MIN=0"
+log=$(mktemp /tmp/check_shared_copy.XXXXXX) || exit 1
+trap 'rm -f "$log"' EXIT
+"$ft" -p "$prov" -t sizes 2>&1 | tee "$log" | grep -v '^libfabric' | tail -3
+rc=${PIPESTATUS[0]}
+((rc == 0)) || { echo "check_shared_copy.sh: FAIL: ft_msg exited with $rc"; exit 1; }
+counts=$(grep -o 'shared_copies=[0-9]*' "$log" | cut -d= -f2 | tr '\n' ' ')
+echo "check_shared_copy.sh: shared_copies per endpoint: ${counts:-none}"
+[[ -n $counts ]] || { echo "check_shared_copy.sh: FAIL: no statistics line"; exit 1; }
+sum=0
+for c in $counts; do sum=$((sum + c)); done
+if [[ $mode == on ]]; then
+    ((sum > 0)) || { echo "check_shared_copy.sh: FAIL: no message went by a shared copy"; exit 1; }
+else
+    ((sum == 0)) || { echo "check_shared_copy.sh: FAIL: $sum shared copies with the knob at 0"; exit 1; }
+fi
+echo "check_shared_copy.sh: PASS ($mode, $sum shared)"
