@@ -164,7 +164,9 @@ int Endpoint::close() {
   uint64_t deadline = now_ns() + close_timeout_ns_;
   while (now_ns() < deadline) {
     progress();
-    if (active_peers_.empty() && ctrl_.empty() && streams_.empty() && dev_->close_drained()) break;
+    if (active_peers_.empty() && ctrl_.empty() && streams_.empty() && dev_->close_drained() &&
+        !help_pending())
+      break;
   }
   live_.reset();  // the page goes before the endpoint
   if (g_params.get_bool("stats")) {

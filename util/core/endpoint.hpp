@@ -90,6 +90,8 @@ struct Assembly {
   // receiver's read failed (after the sender's answer, the copy path).
   enum : uint8_t { kNoHelp, kHelpWaiting, kHelpHeadFailed };
   uint8_t help = kNoHelp;
+  size_t head = 0;                // the part this side read
+  std::vector<RemoteIov> riov;    // the sender's buffer (to read the rest if it cannot write)
 };
 
 struct AsmKey {
@@ -106,6 +108,7 @@ struct PeerState {
   bool active = false;                     // in the active-peer list
   fi_addr_t addr = FI_ADDR_NOTAVAIL;       // cached reverse lookup
   uint64_t addr_gen = 0;
+  bool no_help = false;  // it answered a shared single copy with a failure: not asked again
 };
 
 class Endpoint final : public PacketSink {
@@ -191,6 +194,12 @@ class Endpoint final : public PacketSink {
   void on_help(const CheckedPacket& pk);
   void on_helped(const CheckedPacket& pk);
   bool ask_help(PeerId peer, RecvOp* r, size_t base, size_t head, size_t tail, uint64_t msg_id);
+  // A sender may still write into a receive of a shared single copy.
+  bool help_pending() const {
+    for (const auto& [k, a] : assemblies_)
+      if (a.help != Assembly::kNoHelp) return true;
+    return false;
+  }
   void send_ctrl(PeerId peer, uint8_t op, uint64_t msg_id, uint64_t value, uint8_t flags = 0);
   void flush_ctrl();
   void check_timers();

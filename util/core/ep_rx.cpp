@@ -351,11 +351,14 @@ void Endpoint::deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,
     }
     ssize_t n = dev_->read_remote(peer, local, lcnt, remote, rcnt);
     if (head < accept) {
-      // The sender's answer (on_helped) finishes it, or moves it to the copy path.
+      // The sender's answer (on_helped) finishes it, or moves it to the copy
+      // path. Charged to single copy whatever happens.
       Assembly& a = assemblies_[AsmKey{peer, h.msg_id}];
       a = Assembly{peer, r, nullptr, base, accept, size_t(h.msg_len), 0, h.tag, h.cq_data, h.flags,
-                   now_ns(), asked};
+                   now_ns(), 2};
       a.help = n == ssize_t(head) ? Assembly::kHelpWaiting : Assembly::kHelpHeadFailed;
+      a.head = head;
+      a.riov.assign(riov, riov + std::min<size_t>(riovcnt, kMaxIov));
       return;
     }
     if (n == ssize_t(accept)) {
@@ -382,6 +385,7 @@ void Endpoint::deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,
 // receive (at base + head); false when it cannot be asked (this side then
 // reads everything).
 bool Endpoint::ask_help(PeerId peer, RecvOp* r, size_t base, size_t head, size_t tail, uint64_t msg_id) {
+  if (peer_state(peer).no_help) return false;
   struct iovec mine[kMaxIov];
   size_t cnt = iov_slice(r->iov, r->iovcnt, base + head, tail, mine, kMaxIov);
   RemoteIov riov[kMaxIov];
@@ -401,16 +405,31 @@ bool Endpoint::ask_help(PeerId peer, RecvOp* r, size_t base, size_t head, size_t
   return dev_->send(peer, h, &piov, 1, 0, piov.iov_len) == 0;
 }
 
-// The sender's answer to kPktHelp: the message is complete, or (either
-// part failed) goes the copy path from its start.
+// The sender's answer to kPktHelp: the message is complete; or the sender
+// could not write its part, which this side then reads itself (and asks
+// that sender no more); or, when a read failed, the message goes the copy
+// path from its start.
 void Endpoint::on_helped(const CheckedPacket& pk) {
   const PktHdr& h = pk.hdr();
   PeerId peer = pk.peer();
   auto it = assemblies_.find(AsmKey{peer, h.msg_id});
   if (it == assemblies_.end() || it->second.help == Assembly::kNoHelp) return;  // not asked: ignored
   Assembly& a = it->second;
-  if (a.help == Assembly::kHelpWaiting && h.tag == 0) {
-    Assembly done = a;
+  bool whole = a.help == Assembly::kHelpWaiting && h.tag == 0;
+  if (a.help == Assembly::kHelpWaiting && h.tag != 0) {
+    peer_state(peer).no_help = true;
+    PM_INFO(FI_LOG_EP_DATA, "%s could not write its part of a shared single copy (%s); reading it here",
+            peer_str(peer).c_str(), fi_strerror(int(h.tag)));
+    struct iovec theirs[kMaxIov], remote[kMaxIov], local[kMaxIov];
+    for (size_t i = 0; i < a.riov.size(); i++)
+      theirs[i] = iovec{reinterpret_cast<void*>(a.riov[i].addr), size_t(a.riov[i].len)};
+    size_t tail = a.total - a.head;
+    size_t rcnt = iov_slice(theirs, a.riov.size(), a.head, tail, remote, kMaxIov);
+    size_t lcnt = iov_slice(a.recv->iov, a.recv->iovcnt, a.base + a.head, tail, local, kMaxIov);
+    whole = dev_->read_remote(peer, local, lcnt, remote, rcnt) == ssize_t(tail);
+  }
+  if (whole) {
+    Assembly done = std::move(a);
     assemblies_.erase(it);
     helped_++;
     dev_->note_transfer(peer, true, done.total);
@@ -422,10 +441,9 @@ void Endpoint::on_helped(const CheckedPacket& pk) {
     finish_recv(done.recv, done.base, done.msg_len, done.total, hh, peer);
     return;
   }
-  PM_INFO(FI_LOG_EP_DATA, "shared single copy with %s failed (%s side); using the copy path",
-          peer_str(peer).c_str(), a.help == Assembly::kHelpHeadFailed ? "receiving" : "sending");
+  PM_INFO(FI_LOG_EP_DATA, "shared single copy with %s failed; using the copy path", peer_str(peer).c_str());
   a.help = Assembly::kNoHelp;
-  a.asked = 2;  // charged to single copy
+  a.riov.clear();
   a.received = 0;
   a.start_ns = now_ns();
   send_ctrl(peer, kPktCts, h.msg_id, a.total);

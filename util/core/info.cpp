@@ -292,7 +292,8 @@ const ParamSpec kCoreParams[] = {
     {"cma_share_min", T::kSize,
      "a rendezvous of at least this many bytes done by single copy (CMA) is shared: the receiver reads "
      "the first half while the sender writes the second into the receive, so two cpus copy at once "
-     "(the sender does its part in its progress); 0: the receiver copies it all",
+     "(the sender does its part in its progress, so the receive waits for it; a sender that cannot write "
+     "answers so, and the receiver reads the rest itself); 0: the receiver copies it all",
      "262144"},
     {"unexp_cap_kb", T::kSize,
      "memory an endpoint keeps for unexpected messages, KiB: at the cap it stops taking such messages "
