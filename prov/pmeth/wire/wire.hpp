@@ -79,6 +79,10 @@ struct WireConfig {
   uint32_t xdp_queue = 0;   // the receive queue the socket binds to
   bool xdp_zerocopy = false;  // require zero-copy (else the kernel's choice)
   unsigned busy_poll_us = 0;  // SO_BUSY_POLL on the socket (0: off)
+  // Refuse frames of several chunks in copy mode (FI_PMETH_WIRE=auto: on
+  // veth they cost the sending cpu a third kernel copy, and AF_PACKET is
+  // faster; docs/performance.md).
+  bool xdp_single_chunk = false;
 };
 
 // The backends a user can ask for (FI_PMETH_WIRE); auto tries the best

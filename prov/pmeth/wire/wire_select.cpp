@@ -51,7 +51,9 @@ std::unique_ptr<Wire> open_wire(const WireConfig& cfg, WireKind k, int* err, std
   if (std::unique_ptr<Wire> w = open_verbs_wire(cfg, &e, &reason)) return w;
   note("verbs", reason);
   reason.clear();
-  if (std::unique_ptr<Wire> w = open_xdp_wire(cfg, &e, &reason)) return w;
+  WireConfig xc = cfg;
+  xc.xdp_single_chunk = !cfg.xdp_zerocopy;
+  if (std::unique_ptr<Wire> w = open_xdp_wire(xc, &e, &reason)) return w;
   note("af_xdp", reason);
   return open_packet_wire(cfg, err, why);
 }

@@ -113,6 +113,12 @@ class XdpWire final : public Wire {
     max_frame_ = uint32_t(mtu_) + 18;
     sg_ = max_frame_ > kChunk - kRxHeadroom;
     frags_prog_ = mtu_ >= 3000;
+    if (sg_ && cfg.xdp_single_chunk) {
+      *why = "MTU " + std::to_string(mtu_) + " of " + cfg.iface +
+             " needs frames of several AF_XDP chunks, which in copy mode are slower than af_packet "
+             "(FI_PMETH_WIRE=af_xdp uses them)";
+      return -FI_EMSGSIZE;
+    }
     if (sg_ && pieces(max_frame_, kChunk - kRxHeadroom) > kMaxPieces) {
       *why = "MTU " + std::to_string(mtu_) + " of " + cfg.iface + " needs more AF_XDP chunks per frame than " +
              std::to_string(kMaxPieces);
