@@ -267,8 +267,8 @@ class XdpWire final : public Wire {
       bpf_object* o;
       ~ObjCloser() { bpf_object__close(o); }
     } closer{obj};
-    // Frames of several buffers need the multi-buffer variant (loaded
-    // only then: older kernels refuse it).
+    // From MTU 3000 the multi-buffer variant (native XDP on veth needs it
+    // above about 3.5 K; loaded only then: kernels before 5.18 refuse it).
     bpf_program* prog = bpf_object__find_program_by_name(obj, frags_prog_ ? "pmeth_steer_mb" : "pmeth_steer");
     bpf_program* other = bpf_object__find_program_by_name(obj, frags_prog_ ? "pmeth_steer" : "pmeth_steer_mb");
     bpf_map* cfg_map = bpf_object__find_map_by_name(obj, "pm_cfg");
