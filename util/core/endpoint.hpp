@@ -193,6 +193,7 @@ class Endpoint final : public PacketSink {
   void on_fin(const CheckedPacket& pk);
   void on_help(const CheckedPacket& pk);
   void on_helped(const CheckedPacket& pk);
+  void assembled(const Assembly& done);
   bool ask_help(PeerId peer, RecvOp* r, size_t base, size_t head, size_t tail, uint64_t msg_id);
   // A sender may still write into a receive of a shared single copy.
   bool help_pending() const {

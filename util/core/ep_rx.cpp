@@ -280,8 +280,17 @@ bool Endpoint::on_data(const CheckedPacket& pk) {
   }
   a.received += plen;
   if (a.received < a.total) return true;
-  Assembly done = a;
+  Assembly done = std::move(a);
   assemblies_.erase(it);
+  assembled(done);
+  return true;
+}
+
+// A message whose bytes are all in (DATA, or a shared single copy): the
+// device hears how it went, the receive completes (or the unexpected
+// message waits for one).
+void Endpoint::assembled(const Assembly& done) {
+  PeerId peer = done.peer;
   if (done.asked) dev_->note_transfer(peer, done.asked == 2, done.total);
   PktHdr hh{};
   hh.tag = done.tag;
@@ -290,7 +299,7 @@ bool Endpoint::on_data(const CheckedPacket& pk) {
   if (done.recv) {
     finish_recv(done.recv, done.base, done.msg_len, std::min(done.total, capacity(done.recv, done.base)),
                 hh, peer);
-    return true;
+    return;
   }
   Unexp* u = done.unexp;
   if (u->claim_ctx == kDiscarded) {
@@ -300,7 +309,6 @@ bool Endpoint::on_data(const CheckedPacket& pk) {
     u->waiting = nullptr;
     deliver_unexpected(r, u);
   }
-  return true;
 }
 
 bool Endpoint::on_rts(const CheckedPacket& pk) {
@@ -341,14 +349,11 @@ void Endpoint::deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,
     size_t tail = help_min_ && accept >= help_min_ ? (accept / 2) & ~size_t(4095) : 0;
     size_t head = accept - tail;
     if (tail && !ask_help(peer, r, base, head, tail, h.msg_id)) head = accept;
-    struct iovec local[kMaxIov], remote[kMaxIov];
+    struct iovec local[kMaxIov], theirs[kMaxIov], remote[kMaxIov];
+    riovcnt = std::min<size_t>(riovcnt, kMaxIov);
+    from_remote(riov, riovcnt, theirs);
     size_t lcnt = iov_slice(r->iov, r->iovcnt, base, head, local, kMaxIov);
-    size_t rcnt = 0, left = head;
-    for (size_t i = 0; i < riovcnt && i < kMaxIov && left; i++) {
-      size_t n = std::min<size_t>(riov[i].len, left);
-      remote[rcnt++] = iovec{reinterpret_cast<void*>(riov[i].addr), n};
-      left -= n;
-    }
+    size_t rcnt = iov_slice(theirs, riovcnt, 0, head, remote, kMaxIov);
     ssize_t n = dev_->read_remote(peer, local, lcnt, remote, rcnt);
     if (head < accept) {
       // The sender's answer (on_helped) finishes it, or moves it to the copy
@@ -358,7 +363,7 @@ void Endpoint::deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,
                    now_ns(), 2};
       a.help = n == ssize_t(head) ? Assembly::kHelpWaiting : Assembly::kHelpHeadFailed;
       a.head = head;
-      a.riov.assign(riov, riov + std::min<size_t>(riovcnt, kMaxIov));
+      a.riov.assign(riov, riov + riovcnt);
       return;
     }
     if (n == ssize_t(accept)) {
@@ -388,13 +393,9 @@ bool Endpoint::ask_help(PeerId peer, RecvOp* r, size_t base, size_t head, size_t
   if (peer_state(peer).no_help) return false;
   struct iovec mine[kMaxIov];
   size_t cnt = iov_slice(r->iov, r->iovcnt, base + head, tail, mine, kMaxIov);
+  if (iov_total(mine, cnt) != tail) return false;
   RemoteIov riov[kMaxIov];
-  size_t sum = 0;
-  for (size_t i = 0; i < cnt; i++) {
-    riov[i] = RemoteIov{reinterpret_cast<uint64_t>(mine[i].iov_base), mine[i].iov_len};
-    sum += mine[i].iov_len;
-  }
-  if (sum != tail) return false;
+  to_remote(mine, cnt, riov);
   PktHdr h{};
   h.op = kPktHelp;
   h.msg_id = msg_id;
@@ -421,24 +422,18 @@ void Endpoint::on_helped(const CheckedPacket& pk) {
     PM_INFO(FI_LOG_EP_DATA, "%s could not write its part of a shared single copy (%s); reading it here",
             peer_str(peer).c_str(), fi_strerror(int(h.tag)));
     struct iovec theirs[kMaxIov], remote[kMaxIov], local[kMaxIov];
-    for (size_t i = 0; i < a.riov.size(); i++)
-      theirs[i] = iovec{reinterpret_cast<void*>(a.riov[i].addr), size_t(a.riov[i].len)};
+    from_remote(a.riov.data(), a.riov.size(), theirs);
     size_t tail = a.total - a.head;
     size_t rcnt = iov_slice(theirs, a.riov.size(), a.head, tail, remote, kMaxIov);
     size_t lcnt = iov_slice(a.recv->iov, a.recv->iovcnt, a.base + a.head, tail, local, kMaxIov);
     whole = dev_->read_remote(peer, local, lcnt, remote, rcnt) == ssize_t(tail);
   }
   if (whole) {
-    Assembly done = std::move(a);
+    Assembly done = std::move(a);  // asked == 2: charged to single copy
     assemblies_.erase(it);
     helped_++;
-    dev_->note_transfer(peer, true, done.total);
     send_ctrl(peer, kPktFin, h.msg_id, 0);
-    PktHdr hh{};
-    hh.tag = done.tag;
-    hh.cq_data = done.data;
-    hh.flags = done.flags;
-    finish_recv(done.recv, done.base, done.msg_len, done.total, hh, peer);
+    assembled(done);
     return;
   }
   PM_INFO(FI_LOG_EP_DATA, "shared single copy with %s failed; using the copy path", peer_str(peer).c_str());

@@ -129,8 +129,7 @@ ssize_t Endpoint::queue_op(TxOp* op, bool copy_payload, bool more) {
 
 // The op's buffers as the peer sees them (single copy), as one payload.
 static struct iovec remote_iovs(const TxOp* op, RemoteIov* riov) {
-  for (size_t i = 0; i < op->iovcnt; i++)
-    riov[i] = RemoteIov{reinterpret_cast<uint64_t>(op->iov[i].iov_base), op->iov[i].iov_len};
+  to_remote(op->iov, op->iovcnt, riov);
   return iovec{riov, op->iovcnt * sizeof(RemoteIov)};
 }
 
@@ -371,7 +370,7 @@ void Endpoint::on_help(const CheckedPacket& pk) {
     size_t rcnt = pk.len() / sizeof(RemoteIov);  // whole entries summing to msg_len (rx_check)
     RemoteIov riov[kMaxIov];
     memcpy(riov, pk.payload(), rcnt * sizeof(RemoteIov));  // one read of the peer's bytes
-    for (size_t i = 0; i < rcnt; i++) remote[i] = iovec{reinterpret_cast<void*>(riov[i].addr), size_t(riov[i].len)};
+    from_remote(riov, rcnt, remote);
     if (dev_->write_remote(peer, local, lcnt, remote, rcnt) == ssize_t(h.msg_len)) status = 0;
   }
   send_ctrl(peer, kPktHelped, h.msg_id, uint64_t(status));

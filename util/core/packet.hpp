@@ -20,6 +20,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include <sys/uio.h>
+
 namespace pm {
 
 enum PktOp : uint8_t {
@@ -96,11 +98,20 @@ static_assert(sizeof(PktHdr) == 48);
 static_assert(offsetof(PktHdr, msg_id) == 8);
 static_assert(offsetof(PktHdr, offset) == 40);
 
-// Remote iov entry carried in a RTS payload.
+// Remote iov entry carried in a RTS payload (and HELP, single-copy RMA).
 struct RemoteIov {
   uint64_t addr;
   uint64_t len;
 };
 static_assert(sizeof(RemoteIov) == 16);
+
+// Buffers as the peer's single copy addresses them, and back (for
+// process_vm_readv / process_vm_writev).
+inline void to_remote(const struct iovec* iov, size_t cnt, RemoteIov* out) {
+  for (size_t i = 0; i < cnt; i++) out[i] = RemoteIov{reinterpret_cast<uint64_t>(iov[i].iov_base), iov[i].iov_len};
+}
+inline void from_remote(const RemoteIov* r, size_t cnt, struct iovec* out) {
+  for (size_t i = 0; i < cnt; i++) out[i] = iovec{reinterpret_cast<void*>(r[i].addr), size_t(r[i].len)};
+}
 
 } // namespace pm

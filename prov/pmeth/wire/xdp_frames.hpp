@@ -77,10 +77,14 @@ class RxJoiner {
     if (max > max_frames_) max = max_frames_;
     uint32_t i = 0;
     int out = 0;
-    // The rest of a frame dropped in an earlier call.
-    while (skipping_ && i < n) skipping_ = (at(i++).options & kPktContd) != 0;
     Desc d[kMaxPieces];
-    while (out < max && i < n) {
+    while (i < n) {
+      // The rest of a dropped frame (from this call or an earlier one).
+      if (skipping_) {
+        skipping_ = (at(i++).options & kPktContd) != 0;
+        continue;
+      }
+      if (out == max) break;
       // This frame's pieces, copied once out of the ring.
       uint32_t k = 0;
       bool whole = false;
@@ -98,7 +102,6 @@ class RxJoiner {
         dropped_++;
         skipping_ = true;
         i += k;
-        while (skipping_ && i < n) skipping_ = (at(i++).options & kPktContd) != 0;
         continue;
       }
       i += k;
