@@ -104,13 +104,15 @@ const void* CompositeDevice::peer_name(PeerId peer, size_t* len) const noexcept 
 }
 
 // One progress engine: an empty poll is a read of the shared-memory queue
-// and of each rail's ring.
+// and of each rail's ring (of the rings only every kEthIdleVisit polls while
+// no peer is bound to Ethernet).
 int CompositeDevice::poll(PacketSink& sink, int budget) noexcept {
   UpSink s;
   s.self = this;
   s.up = &sink;
   s.kind = kShm;
   int n = shm_->poll(s, budget);
+  if (by_sub_[kEth].empty() && eth_skip_++ % kEthIdleVisit != 0) return n;
   if (eth_->quiet()) return n;
   s.kind = kEth;
   return n + eth_->poll_busy(s, std::max(budget - n, 1));

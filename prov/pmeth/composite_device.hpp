@@ -88,12 +88,16 @@ class CompositeDevice final : public Device {
     return peer < peers_.size() && on(peer, [](auto& d, PeerId sub) { return d.peer_alive(sub); });
   }
   int wait_fd() const noexcept override { return epfd_.get(); }
-  void tick() noexcept override { eth_->tick(); }
+  void tick() noexcept override {
+    eth_->tick();
+    eth_skip_ = 0;  // the timers' turn: visit Ethernet on the next poll
+  }
   bool close_drained() noexcept override { return shm_->close_drained() & eth_->close_drained(); }
   uint64_t next_timer_ns() const noexcept override { return eth_->next_timer_ns(); }
   void arm_wait(bool armed) noexcept override {
     shm_->arm_wait(armed);
     eth_->arm_wait(armed);
+    eth_skip_ = 0;  // a waiter woken by the Ethernet fd finds its frames at once
   }
   void drain_wait() noexcept override {
     shm_->drain_wait();
@@ -121,6 +125,12 @@ class CompositeDevice final : public Device {
   UniqueFd epfd_;
   std::vector<Peer> peers_;
   std::vector<PeerId> by_sub_[2];   // sub-device peer id -> composite id
+  // While no peer is bound to Ethernet (every peer so far is on this host),
+  // Ethernet is visited once every kEthIdleVisit polls, not on each: a
+  // first frame from another host waits at most that many polls, and the
+  // same-host round trip does not pay for an empty ring on every poll.
+  static constexpr unsigned kEthIdleVisit = 16;
+  unsigned eth_skip_ = 0;
 };
 
 } // namespace pm::eth
