@@ -15,13 +15,17 @@
 // window is measured and no message is timed from before its turn.
 // An epoch ends once all its messages completed and it has at least
 // kEpochMsgs of them and kEpochNs of busy time (or kEpochMax messages); at
-// most kEpochMax are counted (later decisions take its path uncounted).
+// most kEpochMax are counted (later decisions take its path uncounted). A
+// path's first epoch is cold and not counted: it takes kEpochMsgs messages,
+// and what is decided after them in it goes by single copy.
 // Choosing: alternate epochs until each path has kWarm of them after a
 // first one not counted (cold: the first touch of its buffers and pages),
-// then take the faster path; explore the other path with one epoch after
-// kExplore times as many messages as its last epoch took went the preferred
-// way, so exploring costs about 1 message in kExplore + 1 whatever the
-// epochs' lengths. An epoch in which nothing of its own completes for
+// or one each when one path is at least kClearGap times faster, then take
+// the faster path; explore the other path with one epoch after kExplore
+// times as many messages as its last epoch took, scaled by how much slower
+// it was measured (at most kExploreScale), went the preferred way, so
+// exploring costs about 1/(kExplore + 1) of the busy time whatever the
+// epochs' lengths and the gap between the paths. An epoch in which nothing of its own completes for
 // kStallNs plus 1 ns per byte awaited (a lost message, a stalled peer)
 // gives no sample. Limitations: with sizes of several classes in flight at
 // once, each class's busy time includes the others' transfers; a
@@ -29,6 +33,7 @@
 // counted, its time is.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -40,7 +45,9 @@ class CopyChoice {
  public:
   static constexpr size_t kMinBytes = 64 * 1024;  // smaller ones: single copy when possible
   static constexpr uint32_t kWarm = 2;            // epochs of each path before choosing
-  static constexpr uint32_t kExplore = 16;        // exploring costs about 1 message in kExplore + 1
+  static constexpr uint32_t kExplore = 16;        // exploring costs about 1/(kExplore + 1) of the time
+  static constexpr double kExploreScale = 8;      // the slower path's time per byte counts up to 8x
+  static constexpr double kClearGap = 2;          // one epoch each decides a gap this wide
   static constexpr uint32_t kEpochMsgs = 8;
   static constexpr uint32_t kEpochMax = 256;      // messages counted in one epoch
   static constexpr uint64_t kEpochNs = 1000000;   // 1 ms of busy time
@@ -55,7 +62,8 @@ class CopyChoice {
     if (c.active && stalled(c, now)) c.active = false;
     if (!c.active) start(c, now);
     busy(c, now);
-    if (c.decided < kEpochMax) {
+    if (c.decided >= cap(c) && !c.seen[c.single]) return true;  // past a cold epoch: uncounted
+    if (c.decided < cap(c)) {
       c.decided++;
       c.want += len;
     }
@@ -81,20 +89,20 @@ class CopyChoice {
     c.bytes += len;
     c.done++;
     if (c.done < c.decided || c.done < kEpochMsgs) return false;
-    if (c.busy < kEpochNs && c.decided < kEpochMax) return false;
+    if (c.busy < kEpochNs && c.decided < cap(c)) return false;
     c.active = false;
     c.msgs[single] = c.all;
     if (!c.seen[single]) {  // the path's first epoch: cold (first touch of its buffers)
       c.seen[single] = true;
       return false;
     }
-    bool before = chosen(c) ? best(c) : !single;
+    bool was = chosen(c), before = best(c);
     double r = double(c.busy) / double(c.bytes);
     double& avg = c.rate[single];
     avg = c.n[single] ? 0.5 * avg + 0.5 * r : r;
     c.n[single]++;
     if (c.exploring) c.since_explore = 0;
-    return chosen(c) && (before != best(c) || c.n[0] + c.n[1] == 2 * kWarm);
+    return chosen(c) && (!was || before != best(c));
   }
 
   // "64K-256K: single 10.2 GB/s (4), copy 6.1 GB/s (2); ..." (classes with samples).
@@ -130,15 +138,28 @@ class CopyChoice {
     uint64_t since_explore = 0;                   // messages the preferred way since the last exploration
     uint64_t msgs[2] = {kEpochMsgs, kEpochMsgs};  // messages the last epoch of each path took
   };
-  static bool chosen(const Class& c) noexcept { return c.n[0] >= kWarm && c.n[1] >= kWarm; }
   static bool best(const Class& c) noexcept { return c.rate[1] <= c.rate[0]; }
+  // How many times slower the other path was measured (>= 1).
+  static double gap(const Class& c) noexcept {
+    double fast = c.rate[best(c)], slow = c.rate[!best(c)];
+    return fast > 0 ? slow / fast : kExploreScale;
+  }
+  // Messages an epoch counts: a path's first (cold) epoch takes only
+  // kEpochMsgs, and what is decided after them in it goes by single copy,
+  // uncounted (a window decided at once does not all go the cold way).
+  static uint32_t cap(const Class& c) noexcept { return c.seen[c.single] ? kEpochMax : kEpochMsgs; }
+  static bool chosen(const Class& c) noexcept {
+    if (c.n[0] >= kWarm && c.n[1] >= kWarm) return true;
+    return c.n[0] && c.n[1] && gap(c) >= kClearGap;
+  }
   // Nothing completed for kStallNs plus 1 ns per byte still awaited (1 GB/s).
   static bool stalled(const Class& c, uint64_t now) noexcept {
     uint64_t awaited = c.want > c.bytes ? c.want - c.bytes : 0;
     return c.done < c.decided && now > c.last && now - c.last > kStallNs + awaited;
   }
   static void start(Class& c, uint64_t now) noexcept {
-    c.exploring = chosen(c) && c.since_explore >= kExplore * c.msgs[!best(c)];
+    c.exploring = chosen(c) && double(c.since_explore) >= kExplore * double(c.msgs[!best(c)]) *
+                                                              std::min(gap(c), kExploreScale);
     c.single = !chosen(c) ? c.n[1] + c.seen[1] <= c.n[0] + c.seen[0]  // alternate, single copy first
                           : c.exploring ? !best(c) : best(c);
     c.active = true;

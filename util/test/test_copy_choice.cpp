@@ -192,3 +192,47 @@ Test(copy_choice, a_stalled_epoch_gives_no_sample) {
   std::string d = c.describe();
   cr_assert_str_eq(d.c_str(), "1M-4M: single 5.2 GB/s (1), copy 0.0 GB/s (0)");
 }
+
+// The copy path at a third of single copy's speed (the shared single copy
+// against the bounce pipeline): exploring it costs a share of the time, not
+// one message in 17, which at that gap was 3/19 of the time.
+Test(copy_choice, exploring_costs_a_share_of_the_time) {
+  CopyChoice c;
+  uint64_t t = 0;
+  windows(c, &t, 1 << 20, 200000, 600000, 20, 64);
+  uint64_t start = t;
+  int singles = windows(c, &t, 1 << 20, 200000, 600000, 400, 64);
+  int copies = 400 * 64 - singles;
+  double copy_share = double(copies) * 600000 / double(t - start);
+  cr_assert(copies > 0, "the copy path was never explored");
+  cr_assert(copy_share < 0.09, "exploring took %.3f of the time (%d of %d messages)", copy_share, copies,
+            400 * 64);
+}
+
+// A clear gap (at least kClearGap) is decided after one counted epoch of
+// each path; a narrow one after kWarm of each.
+Test(copy_choice, a_clear_gap_is_decided_after_one_epoch_each) {
+  for (uint64_t copy_ns : {3000000u, 1500000u}) {
+    CopyChoice c;
+    uint64_t t = 0;
+    int singles = run(c, &t, 1 << 20, 1000000, copy_ns, 200);
+    uint32_t epochs = copy_ns >= 2000000 ? 2 : 1 + CopyChoice::kWarm;  // the cold one, then the counted
+    cr_assert_eq(200 - singles, int(epochs * CopyChoice::kEpochMsgs), "copy %lu ns: %d of 200 by the copy path",
+                 (unsigned long)copy_ns, 200 - singles);
+  }
+}
+
+// Windows of 64 decided at once, the copy path three times slower. Single
+// copy completes when decided, so its epochs end after kEpochMsgs; the copy
+// path's cold epoch takes kEpochMsgs of the first window (the rest goes by
+// single copy), its counted one the rest of the second window, and then
+// single copy is chosen: 64 by the copy path (168 before cold epochs were
+// capped and a clear gap decided after one epoch each).
+Test(copy_choice, a_cold_epoch_takes_few_messages_of_a_window) {
+  CopyChoice c;
+  uint64_t t = 0;
+  int singles = windows(c, &t, 1 << 20, 200000, 600000, 6, 64);
+  int copies = 6 * 64 - singles;
+  cr_assert_eq(copies, int(CopyChoice::kEpochMsgs) + (64 - int(CopyChoice::kEpochMsgs)),
+               "%d of %d by the copy path", copies, 6 * 64);
+}
