@@ -189,6 +189,14 @@ bool ShmDevice::verify_cma(Peer& p) noexcept {
   return ok;
 }
 
+bool parse_cma_fault(const std::string& s, CmaFault* f) {
+  if (s.empty()) *f = CmaFault::kNone;
+  else if (s == "read") *f = CmaFault::kRead;
+  else if (s == "write") *f = CmaFault::kWrite;
+  else return false;
+  return true;
+}
+
 bool ShmDevice::can_read_remote(PeerId peer) noexcept {
   return cma_self_ && peer < peers_.size() && verify_cma(peers_[peer]);
 }
@@ -210,6 +218,7 @@ ssize_t ShmDevice::read_remote(PeerId peer, const struct iovec* local, size_t lc
   if (peer >= peers_.size()) return -FI_EINVAL;
   Peer& p = peers_[peer];
   if (!verify_cma(p) || !pidfd_alive(p.pidfd.get())) return -FI_ECONNRESET;
+  if (cfg_.cma_fault == CmaFault::kRead) return -FI_EPERM;
   ssize_t n = process_vm_readv(pid_t(p.cma_pid), local, lcnt, remote, rcnt, 0);
   if (n < 0) return -errno;
   if (!pidfd_alive(p.pidfd.get())) return -FI_ECONNRESET;
@@ -223,6 +232,7 @@ ssize_t ShmDevice::write_remote(PeerId peer, const struct iovec* local, size_t l
   if (peer >= peers_.size()) return -FI_EINVAL;
   Peer& p = peers_[peer];
   if (!verify_cma(p) || !pidfd_alive(p.pidfd.get())) return -FI_ECONNRESET;
+  if (cfg_.cma_fault == CmaFault::kWrite) return -FI_EPERM;
   ssize_t n = process_vm_writev(pid_t(p.cma_pid), local, lcnt, remote, rcnt, 0);
   if (n < 0) return -errno;
   st_.cma_reads++;

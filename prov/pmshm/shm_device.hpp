@@ -18,12 +18,18 @@
 namespace pm::shm {
 
 enum class CmaPolicy { kOff, kOn, kAuto };
+// Fault injection (the cma_fault knob): every CMA data copy in one direction
+// fails as a kernel that refuses it would, after the peer checks.
+enum class CmaFault : uint8_t { kNone, kRead, kWrite };
+// "read", "write" or "" (none); false for anything else.
+bool parse_cma_fault(const std::string& s, CmaFault* f);
 
 struct DeviceConfig {
   RegionConfig region;
   CmaPolicy cma = CmaPolicy::kAuto;  // kOff: FI_PMSHM_DISABLE_CMA; kAuto: when it is faster
   int connect_timeout_ms; // how long a peer's region may be missing
   int claim_timeout_ms;   // a queue cell claimed but unpublished this long: is its claimant alive?
+  CmaFault cma_fault = CmaFault::kNone;
 
   // pmshm's knob defaults (pmeth's composite device uses these).
   static DeviceConfig defaults() {

@@ -431,7 +431,7 @@ void Endpoint::on_helped(const CheckedPacket& pk) {
   if (whole) {
     Assembly done = std::move(a);  // asked == 2: charged to single copy
     assemblies_.erase(it);
-    helped_++;
+    if (h.tag == 0) helped_++;  // shared: the sender wrote its part (not read here after a refusal)
     send_ctrl(peer, kPktFin, h.msg_id, 0);
     assembled(done);
     return;

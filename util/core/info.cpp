@@ -295,6 +295,11 @@ const ParamSpec kCoreParams[] = {
      "(the sender does its part in its progress, so the receive waits for it; a sender that cannot write "
      "answers so, and the receiver reads the rest itself); 0: the receiver copies it all",
      "262144"},
+    {"cma_fault", T::kString,
+     "fault injection, for tests: read (or write) makes every single-copy (CMA) data copy this process "
+     "would do by reading (or writing) the peer's memory fail with EPERM, as a kernel that refuses it "
+     "would; the peer checks still run, so the fallbacks are what is tested; empty: none",
+     ""},
     {"unexp_cap_kb", T::kSize,
      "memory an endpoint keeps for unexpected messages, KiB: at the cap it stops taking such messages "
      "and their senders wait (STOP/GO) until receives are posted; nothing is dropped",
