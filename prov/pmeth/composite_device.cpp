@@ -107,15 +107,17 @@ const void* CompositeDevice::peer_name(PeerId peer, size_t* len) const noexcept 
 // and of each rail's ring (of the rings only every kEthIdleVisit polls while
 // no peer is bound to Ethernet).
 int CompositeDevice::poll(PacketSink& sink, int budget) noexcept {
-  UpSink s;
-  s.self = this;
-  s.up = &sink;
-  s.kind = kShm;
-  int n = shm_->poll(s, budget);
-  if (by_sub_[kEth].empty() && eth_skip_++ % kEthIdleVisit != 0) return n;
+  sinks_[kShm].up = &sink;
+  if (by_sub_[kEth].empty() && eth_skip_++ % kEthIdleVisit != 0) return shm_->poll(sinks_[kShm], budget);
+  return poll_both(sink, budget);
+}
+
+// Out of line, so that poll() above is a test and a jump.
+int CompositeDevice::poll_both(PacketSink& sink, int budget) noexcept {
+  int n = shm_->poll(sinks_[kShm], budget);
   if (eth_->quiet()) return n;
-  s.kind = kEth;
-  return n + eth_->poll_busy(s, std::max(budget - n, 1));
+  sinks_[kEth].up = &sink;
+  return n + eth_->poll_busy(sinks_[kEth], std::max(budget - n, 1));
 }
 
 std::string CompositeDevice::stats(size_t max_peers) const {

@@ -116,8 +116,14 @@ class CompositeDevice final : public Device {
   };
 
   CompositeDevice(std::unique_ptr<EthDevice> eth, std::unique_ptr<shm::ShmDevice> shm)
-      : eth_(std::move(eth)), shm_(std::move(shm)) {}
+      : eth_(std::move(eth)), shm_(std::move(shm)) {
+    for (Kind k : {kShm, kEth}) {
+      sinks_[k].self = this;
+      sinks_[k].kind = k;
+    }
+  }
   PeerId bind(Kind kind, PeerId sub, const void* name) noexcept;
+  [[gnu::noinline]] int poll_both(PacketSink& sink, int budget) noexcept;
   PeerId up_id(Kind kind, PeerId sub) noexcept;
 
   std::unique_ptr<EthDevice> eth_;
@@ -131,6 +137,7 @@ class CompositeDevice final : public Device {
   // same-host round trip does not pay for an empty ring on every poll.
   static constexpr unsigned kEthIdleVisit = 16;
   unsigned eth_skip_ = 0;
+  UpSink sinks_[2];  // per device; `up` is set by each poll
 };
 
 } // namespace pm::eth
