@@ -102,6 +102,7 @@ class CompositeDevice final : public Device {
   void drain_wait() noexcept override {
     shm_->drain_wait();
     eth_->drain_wait();
+    eth_skip_ = 0;  // after every wake-up (also when another waiter holds the arm)
   }
   std::string stats(size_t max_peers = SIZE_MAX) const override;
 

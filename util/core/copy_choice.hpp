@@ -17,15 +17,17 @@
 // kEpochMsgs of them and kEpochNs of busy time (or kEpochMax messages); at
 // most kEpochMax are counted (later decisions take its path uncounted). A
 // path's first epoch is cold and not counted: it takes kEpochMsgs messages,
-// and what is decided after them in it goes by single copy.
+// and what is decided after them in it goes by single copy, uncounted also
+// when it ends during a later epoch.
 // Choosing: alternate epochs until each path has kWarm of them after a
 // first one not counted (cold: the first touch of its buffers and pages),
 // or one each when one path is at least kClearGap times faster, then take
 // the faster path; explore the other path with one epoch after kExplore
 // times as many messages as its last epoch took, scaled by how much slower
-// it was measured (at most kExploreScale), went the preferred way, so
-// exploring costs about 1/(kExplore + 1) of the busy time whatever the
-// epochs' lengths and the gap between the paths. An epoch in which nothing of its own completes for
+// its latest sample was (at most kExploreScale; unscaled until it has kWarm
+// samples), went the preferred way, so exploring costs about
+// 1/(kExplore + 1) of the busy time whatever the epochs' lengths and the
+// gap between the paths. An epoch in which nothing of its own completes for
 // kStallNs plus 1 ns per byte awaited (a lost message, a stalled peer)
 // gives no sample. Limitations: with sizes of several classes in flight at
 // once, each class's busy time includes the others' transfers; a
@@ -62,7 +64,10 @@ class CopyChoice {
     if (c.active && stalled(c, now)) c.active = false;
     if (!c.active) start(c, now);
     busy(c, now);
-    if (c.decided >= cap(c) && !c.seen[c.single]) return true;  // past a cold epoch: uncounted
+    if (c.decided >= cap(c) && !c.seen[c.single]) {  // past a cold epoch's messages: uncounted
+      c.strays++;
+      return true;
+    }
     if (c.decided < cap(c)) {
       c.decided++;
       c.want += len;
@@ -78,6 +83,13 @@ class CopyChoice {
     if (len < kMinBytes) return false;
     (single ? singles_ : copies_)++;
     Class& c = c_[cls(len)];
+    // A single copy decided past a cold epoch ends: not counted in the epoch
+    // under way (taken in order: the first single completions are the
+    // earliest decided).
+    if (single && c.strays) {
+      c.strays--;
+      return false;
+    }
     if (!c.active) return false;
     if (stalled(c, now)) {
       c.active = false;
@@ -100,6 +112,7 @@ class CopyChoice {
     double r = double(c.busy) / double(c.bytes);
     double& avg = c.rate[single];
     avg = c.n[single] ? 0.5 * avg + 0.5 * r : r;
+    c.latest[single] = r;
     c.n[single]++;
     if (c.exploring) c.since_explore = 0;
     return chosen(c) && (!was || before != best(c));
@@ -127,6 +140,7 @@ class CopyChoice {
   static int cls(size_t len) noexcept { return len < (256u << 10) ? 0 : len < (1u << 20) ? 1 : len < (4u << 20) ? 2 : 3; }
   struct Class {
     double rate[2] = {0, 0};  // ns per byte: [0] copy path, [1] single copy
+    double latest[2] = {0, 0};  // the last sample of each path, ns per byte
     uint32_t n[2] = {0, 0};   // epochs measured
     bool active = false, single = true, exploring = false;
     bool seen[2] = {false, false};  // a first epoch was run (and not counted)
@@ -135,6 +149,7 @@ class CopyChoice {
     uint64_t busy = 0, bytes = 0, want = 0;  // want: bytes of the counted decisions
     uint32_t decided = 0, done = 0;  // counted in the epoch (at most kEpochMax)
     uint64_t all = 0;                 // decided in the epoch, counted or not
+    uint64_t strays = 0;              // single copies decided past a cold epoch, not yet ended
     uint64_t since_explore = 0;                   // messages the preferred way since the last exploration
     uint64_t msgs[2] = {kEpochMsgs, kEpochMsgs};  // messages the last epoch of each path took
   };
@@ -142,7 +157,18 @@ class CopyChoice {
   // How many times slower the other path was measured (>= 1).
   static double gap(const Class& c) noexcept {
     double fast = c.rate[best(c)], slow = c.rate[!best(c)];
-    return fast > 0 ? slow / fast : kExploreScale;
+    return fast > 0 ? slow / fast : slow > 0 ? kExploreScale : 1;
+  }
+  // What the exploration interval is multiplied by: how many times slower
+  // than the preferred path's average the other path's latest sample was
+  // (1 to kExploreScale), once that path has kWarm samples. A class decided
+  // on one outlier epoch explores at the plain interval first, and while
+  // the samples say the other path is faster than its average holds, at the
+  // plain interval again: the average needs several samples to forget.
+  static double explore_scale(const Class& c) noexcept {
+    bool b = best(c);
+    if (c.n[!b] < kWarm || c.rate[b] <= 0) return 1;
+    return std::clamp(c.latest[!b] / c.rate[b], 1.0, kExploreScale);
   }
   // Messages an epoch counts: a path's first (cold) epoch takes only
   // kEpochMsgs, and what is decided after them in it goes by single copy,
@@ -158,8 +184,7 @@ class CopyChoice {
     return c.done < c.decided && now > c.last && now - c.last > kStallNs + awaited;
   }
   static void start(Class& c, uint64_t now) noexcept {
-    c.exploring = chosen(c) && double(c.since_explore) >= kExplore * double(c.msgs[!best(c)]) *
-                                                              std::min(gap(c), kExploreScale);
+    c.exploring = chosen(c) && double(c.since_explore) >= kExplore * double(c.msgs[!best(c)]) * explore_scale(c);
     c.single = !chosen(c) ? c.n[1] + c.seen[1] <= c.n[0] + c.seen[0]  // alternate, single copy first
                           : c.exploring ? !best(c) : best(c);
     c.active = true;

@@ -298,7 +298,8 @@ const ParamSpec kCoreParams[] = {
     {"cma_fault", T::kString,
      "fault injection, for tests: read (or write) makes every single-copy (CMA) data copy this process "
      "would do by reading (or writing) the peer's memory fail with EPERM, as a kernel that refuses it "
-     "would; the peer checks still run, so the fallbacks are what is tested; empty: none",
+     "would; the peer checks still run, so the fallbacks are what is tested (a refused write reaches the "
+     "receiver as FI_EIO; large RMA by CMA has no fallback and completes with FI_EIO); empty: none",
      ""},
     {"unexp_cap_kb", T::kSize,
      "memory an endpoint keeps for unexpected messages, KiB: at the cap it stops taking such messages "
