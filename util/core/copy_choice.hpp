@@ -16,9 +16,9 @@
 // An epoch ends once all its messages completed and it has at least
 // kEpochMsgs of them and kEpochNs of busy time (or kEpochMax messages); at
 // most kEpochMax are counted (later decisions take its path uncounted). A
-// path's first epoch is cold and not counted: it takes kEpochMsgs messages,
-// and what is decided after them in it goes by single copy, uncounted also
-// when it ends during a later epoch.
+// path's first epoch is cold and not counted: it takes kEpochMsgs messages
+// or kColdBytes, whichever is more, and what is decided after them in it
+// goes by single copy, uncounted also when it ends during a later epoch.
 // Choosing: alternate epochs until each path has kWarm of them after a
 // first one not counted (cold: the first touch of its buffers and pages),
 // or one each when one path is at least kClearGap times faster, then take
@@ -52,6 +52,7 @@ class CopyChoice {
   static constexpr double kClearGap = 2;          // one epoch each decides a gap this wide
   static constexpr uint32_t kEpochMsgs = 8;
   static constexpr uint32_t kEpochMax = 256;      // messages counted in one epoch
+  static constexpr size_t kColdBytes = 4 << 20;   // a cold epoch: at least kEpochMsgs and this much
   static constexpr uint64_t kEpochNs = 1000000;   // 1 ms of busy time
   static constexpr uint64_t kStallNs = 1000000000;  // 1 s without a completion: no sample
 
@@ -62,7 +63,7 @@ class CopyChoice {
     if (len < kMinBytes) return true;
     Class& c = c_[cls(len)];
     if (c.active && stalled(c, now)) c.active = false;
-    if (!c.active) start(c, now);
+    if (!c.active) start(c, now, len);
     busy(c, now);
     if (c.decided >= cap(c) && !c.seen[c.single]) {  // past a cold epoch's messages: uncounted
       c.strays++;
@@ -149,6 +150,7 @@ class CopyChoice {
     uint64_t busy = 0, bytes = 0, want = 0;  // want: bytes of the counted decisions
     uint32_t decided = 0, done = 0;  // counted in the epoch (at most kEpochMax)
     uint64_t all = 0;                 // decided in the epoch, counted or not
+    uint32_t cap = kEpochMax;         // messages the epoch counts
     uint64_t strays = 0;              // single copies decided past a cold epoch, not yet ended
     uint64_t since_explore = 0;                   // messages the preferred way since the last exploration
     uint64_t msgs[2] = {kEpochMsgs, kEpochMsgs};  // messages the last epoch of each path took
@@ -170,10 +172,12 @@ class CopyChoice {
     if (c.n[!b] < kWarm || c.rate[b] <= 0) return 1;
     return std::clamp(c.latest[!b] / c.rate[b], 1.0, kExploreScale);
   }
-  // Messages an epoch counts: a path's first (cold) epoch takes only
-  // kEpochMsgs, and what is decided after them in it goes by single copy,
-  // uncounted (a window decided at once does not all go the cold way).
-  static uint32_t cap(const Class& c) noexcept { return c.seen[c.single] ? kEpochMax : kEpochMsgs; }
+  // Messages an epoch counts (Class::cap): a path's first (cold) epoch takes
+  // only kEpochMsgs, or as many as carry kColdBytes (enough to touch the
+  // bounce chunks and pages of a pipeline), and what is decided after them
+  // in it goes by single copy, uncounted (a window of large messages decided
+  // at once does not all go the cold way).
+  static uint32_t cap(const Class& c) noexcept { return c.cap; }
   static bool chosen(const Class& c) noexcept {
     if (c.n[0] >= kWarm && c.n[1] >= kWarm) return true;
     return c.n[0] && c.n[1] && gap(c) >= kClearGap;
@@ -183,11 +187,13 @@ class CopyChoice {
     uint64_t awaited = c.want > c.bytes ? c.want - c.bytes : 0;
     return c.done < c.decided && now > c.last && now - c.last > kStallNs + awaited;
   }
-  static void start(Class& c, uint64_t now) noexcept {
+  static void start(Class& c, uint64_t now, size_t len) noexcept {
     c.exploring = chosen(c) && double(c.since_explore) >= kExplore * double(c.msgs[!best(c)]) * explore_scale(c);
     c.single = !chosen(c) ? c.n[1] + c.seen[1] <= c.n[0] + c.seen[0]  // alternate, single copy first
                           : c.exploring ? !best(c) : best(c);
     c.active = true;
+    c.cap = c.seen[c.single] ? kEpochMax
+                             : uint32_t(std::clamp<size_t>(kColdBytes / len, kEpochMsgs, kEpochMax));
     c.mark = c.last = now;
     c.busy = c.bytes = c.want = 0;
     c.decided = c.done = 0;
