@@ -30,7 +30,7 @@ const ParamSpec kParams[] = {
      "when rendezvous messages use CMA single copy: auto (measured as they go: per size class (64K-256K, "
      "256K-1M, 1M-4M, 4M+) the receiver times epochs, runs of messages that all take one path (at least "
      "8 and 1 ms busy, or 256; a window of messages decided at once is one epoch, timed until its last "
-     "completes; idle time is not counted); after one uncounted epoch of each path (8 messages) it "
+     "completes; idle time is not counted); after one uncounted epoch of each path (8 messages or 4 MiB) it "
      "alternates until each has 2 (1 at a gap of 2x or more), then takes the faster of single copy and "
      "the two-copy bounce pipeline and tries the other for about a 17th of the busy time; "
      "FI_LOG_LEVEL=info shows the figures), on (whenever permitted), off",
