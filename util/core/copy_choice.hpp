@@ -164,9 +164,10 @@ class CopyChoice {
   // What the exploration interval is multiplied by: how many times slower
   // than the preferred path's average the other path's latest sample was
   // (1 to kExploreScale), once that path has kWarm samples. A class decided
-  // on one outlier epoch explores at the plain interval first, and while
-  // the samples say the other path is faster than its average holds, at the
-  // plain interval again: the average needs several samples to forget.
+  // on one outlier epoch explores at the plain interval first, and again at
+  // the plain interval as long as the other path's latest sample is no
+  // slower than the preferred path (its average needs several samples to
+  // forget the outlier).
   static double explore_scale(const Class& c) noexcept {
     bool b = best(c);
     if (c.n[!b] < kWarm || c.rate[b] <= 0) return 1;
