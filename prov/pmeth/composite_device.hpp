@@ -97,12 +97,11 @@ class CompositeDevice final : public Device {
   void arm_wait(bool armed) noexcept override {
     shm_->arm_wait(armed);
     eth_->arm_wait(armed);
-    eth_skip_ = 0;  // a waiter woken by the Ethernet fd finds its frames at once
   }
   void drain_wait() noexcept override {
     shm_->drain_wait();
     eth_->drain_wait();
-    eth_skip_ = 0;  // after every wake-up (also when another waiter holds the arm)
+    eth_skip_ = 0;  // after every wake-up (sread, counter waits, the progress thread, fi_trywait)
   }
   std::string stats(size_t max_peers = SIZE_MAX) const override;
 

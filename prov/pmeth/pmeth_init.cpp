@@ -619,9 +619,7 @@ class PmEth final : public ProviderDef {
     if (!dc.reliable || remote_only || !g_params.get_bool("shm")) return eth;
     shm::DeviceConfig sc = shm::DeviceConfig::defaults();
     sc.claim_timeout_ms = int(g_params.get_int("peer_timeout_ms"));
-    if (!shm::parse_cma_fault(g_params.get_string("cma_fault"), &sc.cma_fault))
-      PM_WARN(FI_LOG_EP_CTRL, "FI_PMETH_CMA_FAULT=%s is neither read nor write: ignored",
-              g_params.get_string("cma_fault").c_str());
+    sc.cma_fault = shm::parse_cma_fault(g_params.get_string("cma_fault"));
     // A well-known endpoint has a well-known region, so that a client that
     // knows only this host and the service reaches it (set_addrs).
     uint64_t key = is_service_id(wc.ep_id) ? shm::pmeth_service_key(dc.host, wc.ep_id) : 0;

@@ -147,9 +147,7 @@ class PmShm final : public ProviderDef {
     cfg.cma = g_params.get_bool("disable_cma") || policy == "off" ? CmaPolicy::kOff
               : policy == "on"                                   ? CmaPolicy::kOn
                                                                  : CmaPolicy::kAuto;
-    if (!parse_cma_fault(g_params.get_string("cma_fault"), &cfg.cma_fault))
-      PM_WARN(FI_LOG_EP_CTRL, "FI_PMSHM_CMA_FAULT=%s is neither read nor write: ignored",
-              g_params.get_string("cma_fault").c_str());
+    cfg.cma_fault = parse_cma_fault(g_params.get_string("cma_fault"));
     cfg.connect_timeout_ms = int(g_params.get_int("connect_timeout_ms"));
     // A queue cell claimed this long and still unpublished: is its claimant alive?
     cfg.claim_timeout_ms = int(g_params.get_int("peer_timeout_ms"));

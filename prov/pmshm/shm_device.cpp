@@ -189,12 +189,11 @@ bool ShmDevice::verify_cma(Peer& p) noexcept {
   return ok;
 }
 
-bool parse_cma_fault(const std::string& s, CmaFault* f) {
-  if (s.empty()) *f = CmaFault::kNone;
-  else if (s == "read") *f = CmaFault::kRead;
-  else if (s == "write") *f = CmaFault::kWrite;
-  else return false;
-  return true;
+CmaFault parse_cma_fault(const std::string& s) {
+  if (s == "read") return CmaFault::kRead;
+  if (s == "write") return CmaFault::kWrite;
+  if (!s.empty()) PM_WARN(FI_LOG_EP_CTRL, "CMA_FAULT=%s is neither read nor write: ignored", s.c_str());
+  return CmaFault::kNone;
 }
 
 bool ShmDevice::can_read_remote(PeerId peer) noexcept {

@@ -21,8 +21,9 @@ enum class CmaPolicy { kOff, kOn, kAuto };
 // Fault injection (the cma_fault knob): every CMA data copy in one direction
 // fails as a kernel that refuses it would, after the peer checks.
 enum class CmaFault : uint8_t { kNone, kRead, kWrite };
-// "read", "write" or "" (none); false for anything else.
-bool parse_cma_fault(const std::string& s, CmaFault* f);
+// The cma_fault knob's value: "read", "write" or "" (none); anything else
+// is none, with a warning.
+CmaFault parse_cma_fault(const std::string& s);
 
 struct DeviceConfig {
   RegionConfig region;

@@ -65,11 +65,11 @@ class CopyChoice {
     if (c.active && stalled(c, now)) c.active = false;
     if (!c.active) start(c, now, len);
     busy(c, now);
-    if (c.decided >= cap(c) && !c.seen[c.single]) {  // past a cold epoch's messages: uncounted
+    if (c.decided >= c.cap && !c.seen[c.single]) {  // past a cold epoch's messages: uncounted
       c.strays++;
       return true;
     }
-    if (c.decided < cap(c)) {
+    if (c.decided < c.cap) {
       c.decided++;
       c.want += len;
     }
@@ -102,7 +102,7 @@ class CopyChoice {
     c.bytes += len;
     c.done++;
     if (c.done < c.decided || c.done < kEpochMsgs) return false;
-    if (c.busy < kEpochNs && c.decided < cap(c)) return false;
+    if (c.busy < kEpochNs && c.decided < c.cap) return false;
     c.active = false;
     c.msgs[single] = c.all;
     if (!c.seen[single]) {  // the path's first epoch: cold (first touch of its buffers)
@@ -150,7 +150,12 @@ class CopyChoice {
     uint64_t busy = 0, bytes = 0, want = 0;  // want: bytes of the counted decisions
     uint32_t decided = 0, done = 0;  // counted in the epoch (at most kEpochMax)
     uint64_t all = 0;                 // decided in the epoch, counted or not
-    uint32_t cap = kEpochMax;         // messages the epoch counts
+    // Messages the epoch counts: a path's first (cold) epoch takes only
+    // kEpochMsgs, or as many as carry kColdBytes (enough to touch the bounce
+    // chunks and pages of a pipeline), and what is decided after them in it
+    // goes by single copy, uncounted (a window of large messages decided at
+    // once does not all go the cold way).
+    uint32_t cap = kEpochMax;
     uint64_t strays = 0;              // single copies decided past a cold epoch, not yet ended
     uint64_t since_explore = 0;                   // messages the preferred way since the last exploration
     uint64_t msgs[2] = {kEpochMsgs, kEpochMsgs};  // messages the last epoch of each path took
@@ -173,12 +178,6 @@ class CopyChoice {
     if (c.n[!b] < kWarm || c.rate[b] <= 0) return 1;
     return std::clamp(c.latest[!b] / c.rate[b], 1.0, kExploreScale);
   }
-  // Messages an epoch counts (Class::cap): a path's first (cold) epoch takes
-  // only kEpochMsgs, or as many as carry kColdBytes (enough to touch the
-  // bounce chunks and pages of a pipeline), and what is decided after them
-  // in it goes by single copy, uncounted (a window of large messages decided
-  // at once does not all go the cold way).
-  static uint32_t cap(const Class& c) noexcept { return c.cap; }
   static bool chosen(const Class& c) noexcept {
     if (c.n[0] >= kWarm && c.n[1] >= kWarm) return true;
     return c.n[0] && c.n[1] && gap(c) >= kClearGap;
