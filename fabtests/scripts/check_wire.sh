@@ -9,10 +9,14 @@
 # the command passes and at least one endpoint of that wire sent and
 # received frames on its rail 0; prints how many endpoints used which wire
 # (under FI_PMETH_WIRE=auto a second endpoint on an interface whose AF_XDP
-# socket is taken uses AF_PACKET).
+# socket is taken uses AF_PACKET). <kind>:<counter> (e.g.
+# af_packet+gso:gso_packets) also wants that counter of rail 0 above 0 on
+# some endpoint.
 set -u
-(($# >= 3)) && [[ $2 == -- ]] || { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
-want=$1
+(($# >= 3)) && [[ $2 == -- ]] || { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+want=${1%%:*}
+counter=""
+[[ $1 == *:* ]] && counter=${1#*:}
 shift 2
 log=$(mktemp /tmp/check_wire.XXXXXX) || exit 1
 trap 'rm -f "$log"' EXIT
@@ -28,5 +32,13 @@ echo "check_wire.sh: endpoints: $summary"
 if [[ $summary != *"with traffic: "[1-9]* ]]; then
     echo "check_wire.sh: FAIL: no endpoint on wire $want sent and received frames" >&2
     exit 1
+fi
+if [[ -n $counter ]]; then
+    best=$(grep -o "wire=$want[^;]*;" "$log" | grep -o " $counter=[0-9]*" | sed 's/.*=//' | sort -n | tail -1)
+    echo "check_wire.sh: largest $counter: ${best:-none}"
+    if ((${best:-0} == 0)); then
+        echo "check_wire.sh: FAIL: no endpoint on wire $want counted $counter" >&2
+        exit 1
+    fi
 fi
 exit 0

@@ -19,7 +19,10 @@
 #                                    on every veth, both sides ("none" removes it)
 #   netns.sh link <prefix> <i> up|down   rail i's link (a side; the b side loses carrier)
 #   netns.sh loss <prefix> <pct>     drop <pct>% of the frames with EtherType 0x88b5
-#                                    (pmeth) arriving on each veth (nftables netdev
+#                                    (pmeth), and of the UDP packets to port 34997
+#                                    (pmeth's with FI_PMETH_GSO: a GSO packet on veth
+#                                    carries several frames and goes or drops whole),
+#                                    arriving on each veth (nftables netdev
 #                                    ingress, counted); 0 removes the rule. With the
 #                                    switch, on the switch's ports instead: an XDP
 #                                    program on a host's veth (pmeth's AF_XDP wire)
@@ -43,7 +46,7 @@ readonly ETHERTYPE=0x88b5
 readonly TABLE=pmfabric_loss
 readonly SETTLE_S=5   # bound on waiting for the veth link to come up
 
-usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "netns.sh: $*" >&2; exit 1; }
 
 check_prefix() {
@@ -205,6 +208,8 @@ table netdev $TABLE$side {
         type filter hook ingress device "$dev" priority 0; policy accept;
         meta protocol $ETHERTYPE counter name "seen"
         meta protocol $ETHERTYPE numgen random mod 100 < $pct counter name "dropped" drop
+        ip protocol udp udp dport $((ETHERTYPE)) counter name "seen"
+        ip protocol udp udp dport $((ETHERTYPE)) numgen random mod 100 < $pct counter name "dropped" drop
     }
 }
 EOF

@@ -1396,6 +1396,11 @@ std::string EthDevice::stats(size_t max_peers) const {
              (unsigned long long)rl.rx_frames, (unsigned long long)rl.rx_bytes, (unsigned long long)rl.downs,
              (unsigned long long)rl.failovers, (unsigned long long)rl.checks);
     s += buf;
+    std::string c = rl.wire->counters();
+    if (!c.empty()) {
+      s.pop_back();  // the ';': the wire's counters belong to the rail
+      s += c + ';';
+    }
   }
   snprintf(buf, sizeof buf,
            " drops: bad_len=%llu bad_version=%llu bad_job=%llu bad_ep=%llu bad_csum=%llu stale=%llu "

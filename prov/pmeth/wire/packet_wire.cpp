@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include <rdma/fi_errno.h>
 
@@ -25,6 +26,41 @@
 
 namespace pm::eth {
 namespace {
+
+// The virtio-net header before each frame of a PACKET_VNET_HDR socket, in
+// host byte order (<linux/virtio_net.h> does not compile as C++).
+struct VnetHdr {
+  uint8_t flags;
+  uint8_t gso_type;
+  uint16_t hdr_len, gso_size, csum_start, csum_offset;
+};
+static_assert(sizeof(VnetHdr) == 10);
+constexpr uint8_t kVnetNeedsCsum = 1;
+constexpr uint8_t kGsoNone = 0;
+constexpr uint8_t kGsoUdpL4 = 5;  // Linux 6.2 and later; older kernels refuse it
+
+// GSO mode (WireConfig::gso): a run of full frames to one peer is sent as
+// one packet of Ethernet, IPv4 (addresses 0.0.0.0, which every IP stack
+// drops as martian), UDP (both ports the EtherType) and the frames, whole,
+// back to back; the virtio-net header asks the kernel to cut it into UDP
+// segments of one frame each. A NIC or the kernel cuts it at the sending
+// interface; veth passes it whole to its peer, as it does TCP's. Either
+// way each segment begins with the frame's own Ethernet header, so the
+// receiver hands segments on as frames without copying.
+constexpr size_t kVnet = sizeof(VnetHdr);
+constexpr size_t kOuter = 14 + 20 + 8;  // Ethernet, IPv4, UDP
+constexpr size_t kMaxGsoPayload = 65535 - 20 - 8;
+constexpr size_t kMaxSegs = 64;  // the kernel's UDP_MAX_SEGMENTS (at least 64)
+
+uint16_t be16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
+void put_be16(uint8_t* p, uint16_t v) {
+  p[0] = uint8_t(v >> 8);
+  p[1] = uint8_t(v);
+}
+uint16_t fold(uint32_t s) {
+  while (s >> 16) s = (s & 0xffff) + (s >> 16);
+  return uint16_t(s);
+}
 
 size_t pow2_at_least(size_t v) {
   size_t p = 1;
@@ -83,7 +119,12 @@ class PacketWire final : public Wire {
         {BPF_RET | BPF_K, 0, 0, 0},
     };
     sock_fprog prog{sizeof code / sizeof code[0], code};
-    setsockopt(fd_.get(), SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog);
+    ethertype_ = cfg.ethertype;
+    if (cfg.gso && !broker_conn_) {
+      if (int rc = open_gso(cfg, want, why)) return rc;
+    } else {
+      setsockopt(fd_.get(), SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog);
+    }
 
     frame_size_ = pow2_at_least(TPACKET2_HDRLEN + 64 + mtu_ + 14);
     size_t block = frame_size_ > (1u << 16) ? frame_size_ : (1u << 16);
@@ -103,48 +144,239 @@ class PacketWire final : public Wire {
     tx_base_ = ring_ + size_t(rx_.tp_block_size) * rx_.tp_block_nr;
     track_rx_head();
     if (broker_conn_) return 0;  // bound by the broker
-    if (cfg.qdisc_bypass && setsockopt(fd_.get(), SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof one) != 0) {
+    if (cfg.qdisc_bypass && (setsockopt(fd_.get(), SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof one) != 0 ||
+                             (gso_ && setsockopt(gso_fd_.get(), SOL_PACKET, PACKET_QDISC_BYPASS, &one,
+                                                 sizeof one) != 0))) {
       *why = std::string("PACKET_QDISC_BYPASS: ") + strerror(errno);
       return -FI_EIO;
     }
     sockaddr_ll sll{};
     sll.sll_family = AF_PACKET;
-    sll.sll_protocol = htons(cfg.ethertype);
+    // GSO mode receives IPv4 packets too: every protocol, sorted by the filter.
+    sll.sll_protocol = htons(gso_ ? ETH_P_ALL : cfg.ethertype);
     sll.sll_ifindex = ifindex;
     if (bind(fd_.get(), reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) {
       *why = std::string("bind to ") + cfg.iface + ": " + strerror(errno);
       return -FI_EIO;
     }
+    if (gso_) {
+      // The GSO socket sends only (protocol 0: it receives nothing).
+      sll.sll_protocol = 0;
+      if (bind(gso_fd_.get(), reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) {
+        *why = std::string("bind to ") + cfg.iface + ": " + strerror(errno);
+        return -FI_EIO;
+      }
+    }
+    return 0;
+  }
+
+  // GSO mode's set-up, before the rings exist: virtio-net headers on the
+  // ring socket (both rings), packets too large for a receive slot kept
+  // whole in the socket's queue (PACKET_COPY_THRESH, the slot then marked
+  // TP_STATUS_COPY in its place in the order), a receive buffer for them,
+  // the filter for both kinds, and a second socket that sends the GSO
+  // packets (a socket with a transmit ring sends only from the ring).
+  int open_gso(const WireConfig& cfg, uint32_t want_be, std::string* why) {
+    int one = 1;
+    if (mtu_ < 576) {
+      *why = "FI_PMETH_GSO: the interface's MTU is below 576";
+      return -FI_EINVAL;
+    }
+    if (setsockopt(fd_.get(), SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one) != 0 ||
+        setsockopt(fd_.get(), SOL_PACKET, PACKET_COPY_THRESH, &one, sizeof one) != 0) {
+      *why = std::string("FI_PMETH_GSO: PACKET_VNET_HDR: ") + strerror(errno);
+      return -FI_EIO;
+    }
+    gso_fd_.reset(socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0));
+    if (!gso_fd_ || setsockopt(gso_fd_.get(), SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one) != 0) {
+      *why = std::string("FI_PMETH_GSO: second packet socket: ") + strerror(errno);
+      return -FI_EIO;
+    }
+    // The queue holds the large packets (the ring only marks their place):
+    // as much as the ring, where the kernel allows (the receive window
+    // counts it, rx_capacity()).
+    int rb = int(std::min<size_t>(cfg.rx_ring_bytes, 1u << 30));
+    if (setsockopt(fd_.get(), SOL_SOCKET, SO_RCVBUFFORCE, &rb, sizeof rb) != 0)
+      setsockopt(fd_.get(), SOL_SOCKET, SO_RCVBUF, &rb, sizeof rb);
+    socklen_t l = sizeof rb;
+    if (getsockopt(fd_.get(), SOL_SOCKET, SO_RCVBUF, &rb, &l) == 0) rcvbuf_ = size_t(rb);
+    // Offsets from the (outer) Ethernet header: a pmeth frame for us, or
+    // IPv4 without options, UDP to our port, carrying a pmeth frame for us.
+    uint16_t et = cfg.ethertype;
+    sock_filter code[] = {
+        {BPF_LD | BPF_H | BPF_ABS, 0, 0, 12},
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 2, et},
+        {BPF_LD | BPF_W | BPF_ABS, 0, 0, 22},
+        {BPF_JMP | BPF_JEQ | BPF_K, 11, 12, want_be},
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 11, ETH_P_IP},
+        {BPF_LD | BPF_B | BPF_ABS, 0, 0, 14},
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 9, 0x45},
+        {BPF_LD | BPF_B | BPF_ABS, 0, 0, 23},
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 7, IPPROTO_UDP},
+        {BPF_LD | BPF_H | BPF_ABS, 0, 0, 36},
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 5, et},
+        {BPF_LD | BPF_H | BPF_ABS, 0, 0, kOuter + 12},
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 3, et},
+        {BPF_LD | BPF_W | BPF_ABS, 0, 0, kOuter + 22},
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 1, want_be},
+        {BPF_RET | BPF_K, 0, 0, 0x40000},
+        {BPF_RET | BPF_K, 0, 0, 0},
+    };
+    sock_fprog prog{sizeof code / sizeof code[0], code};
+    if (setsockopt(fd_.get(), SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) != 0) {
+      *why = std::string("FI_PMETH_GSO: filter: ") + strerror(errno);
+      return -FI_EIO;
+    }
+    gso_ = true;
+    mtu_ -= kOuter;
+    full_len_ = 14 + mtu_;
+    size_t segs = std::min(kMaxSegs, kMaxGsoPayload / full_len_);
+    stage_.resize(kVnet + kOuter + segs * full_len_);
+    copy_buf_.resize(kVnet + 0x40000);
     return 0;
   }
 
   int tx_burst(const Frame* f, int n) noexcept override {
+    if (gso_) return tx_burst_gso(f, n);
+    return ring_put(f, n);
+  }
+
+  int ring_put(const Frame* f, int n) noexcept {
     int done = 0;
     for (; done < n; done++) {
       auto* h = reinterpret_cast<tpacket2_hdr*>(tx_base_ + size_t(tx_head_) * frame_size_);
       uint32_t st = __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
       if (st != TP_STATUS_AVAILABLE && st != TP_STATUS_WRONG_FORMAT) break;
-      if (f[done].len > frame_size_ - TPACKET2_HDRLEN) break;
+      if (f[done].len + kVnet > frame_size_ - TPACKET2_HDRLEN) break;
       uint8_t* data = reinterpret_cast<uint8_t*>(h) + TPACKET2_HDRLEN - sizeof(sockaddr_ll);
-      memcpy(data, f[done].data, f[done].len);
-      h->tp_len = uint32_t(f[done].len);
+      size_t vh = gso_ ? kVnet : 0;  // a zero virtio-net header: no offload
+      if (vh) memset(data, 0, vh);
+      memcpy(data + vh, f[done].data, f[done].len);
+      h->tp_len = uint32_t(vh + f[done].len);
       __atomic_store_n(&h->tp_status, TP_STATUS_SEND_REQUEST, __ATOMIC_RELEASE);
       tx_head_ = (tx_head_ + 1) % tx_.tp_frame_nr;
       pending_++;
     }
     if (done < n && pending_) {
-      tx_flush();  // ring full: kick the kernel so slots come back
+      kick();  // ring full: kick the kernel so slots come back
     }
     return done;
   }
 
-  void tx_flush() noexcept override {
+  // A full frame opens a run; frames to the same peer join it while they
+  // are full, the first shorter one ends it (a segment shorter than the
+  // segment size can only be the last). Anything else goes to the ring,
+  // after the run has gone, so that frames leave in the order given.
+  int tx_burst_gso(const Frame* f, int n) noexcept {
+    for (int i = 0; i < n; i++) {
+      const Frame& fr = f[i];
+      if (stage_segs_) {
+        if (!stage_closed_ && fr.len <= full_len_ && memcmp(fr.data, stage_.data() + kVnet + kOuter, 6) == 0 &&
+            kVnet + kOuter + stage_bytes_ + fr.len <= stage_.size()) {
+          memcpy(stage_.data() + kVnet + kOuter + stage_bytes_, fr.data, fr.len);
+          stage_bytes_ += fr.len;
+          stage_segs_++;
+          stage_closed_ = fr.len < full_len_;
+          continue;
+        }
+        if (!stage_out()) return i;
+      }
+      if (fr.len == full_len_ && gso_ok_) {
+        memcpy(stage_.data() + kVnet + kOuter, fr.data, fr.len);
+        stage_bytes_ = fr.len;
+        stage_segs_ = 1;
+        stage_closed_ = false;
+        continue;
+      }
+      if (ring_put(&fr, 1) != 1) return i;
+    }
+    return n;
+  }
+
+  // The run leaves: one frame by the ring, more as one GSO packet after
+  // the ring's frames. False when the ring has no room (the run stays).
+  bool stage_out() noexcept {
+    uint8_t* inner = stage_.data() + kVnet + kOuter;
+    if (stage_segs_ == 1 || !gso_ok_) {
+      // Frame by frame (a kernel that refused GSO: all of them).
+      size_t off = 0;
+      while (off < stage_bytes_) {
+        size_t len = std::min(full_len_, stage_bytes_ - off);
+        Frame one{inner + off, len};
+        if (ring_put(&one, 1) != 1) {
+          memmove(inner, inner + off, stage_bytes_ - off);  // keep the rest, in order
+          stage_bytes_ -= off;
+          stage_segs_ = (stage_bytes_ + full_len_ - 1) / full_len_;
+          return false;
+        }
+        off += len;
+      }
+      stage_segs_ = 0;
+      stage_bytes_ = 0;
+      return true;
+    }
+    kick();
+    uint8_t* p = stage_.data();
+    VnetHdr vh{};
+    vh.flags = kVnetNeedsCsum;
+    vh.gso_type = kGsoUdpL4;
+    vh.gso_size = uint16_t(full_len_);
+    vh.hdr_len = uint16_t(kOuter);
+    vh.csum_start = 14 + 20;
+    vh.csum_offset = 6;
+    memcpy(p, &vh, kVnet);
+    uint8_t* e = p + kVnet;
+    memcpy(e, inner, 6);      // the frames' destination
+    memcpy(e + 6, mac_, 6);
+    put_be16(e + 12, ETH_P_IP);
+    uint8_t* ip = e + 14;
+    memset(ip, 0, 20);
+    ip[0] = 0x45;
+    put_be16(ip + 2, uint16_t(20 + 8 + stage_bytes_));
+    put_be16(ip + 6, 0x4000);  // don't fragment
+    ip[8] = 64;
+    ip[9] = IPPROTO_UDP;
+    uint32_t sum = 0;
+    for (int i = 0; i < 20; i += 2) sum += be16(ip + i);
+    put_be16(ip + 10, uint16_t(~fold(sum)));
+    uint8_t* udp = ip + 20;
+    put_be16(udp, ethertype_);
+    put_be16(udp + 2, ethertype_);
+    put_be16(udp + 4, uint16_t(8 + stage_bytes_));
+    // The pseudo-header's sum (addresses zero), as checksum offload wants.
+    put_be16(udp + 6, fold(IPPROTO_UDP + 8 + uint32_t(stage_bytes_)));
+    ssize_t r = send(gso_fd_.get(), p, kVnet + kOuter + stage_bytes_, MSG_DONTWAIT);
+    if (r < 0 && errno == EINVAL && !gso_sent_) {
+      // A kernel without UDP GSO for packet sockets (before 6.2): frames
+      // one by one from now on (the MTU stays as it was given out).
+      gso_ok_ = false;
+      return stage_out();
+    }
+    if (r < 0) {
+      gso_lost_ += stage_segs_;  // the queue was full: resent by the protocol
+    } else {
+      gso_sent_++;
+      gso_frames_ += stage_segs_;
+    }
+    stage_segs_ = 0;
+    stage_bytes_ = 0;
+    return true;
+  }
+
+  void kick() noexcept {
     if (!pending_) return;
     pending_ = 0;
     sendto(fd_.get(), nullptr, 0, MSG_DONTWAIT, nullptr, 0);
   }
 
+  void tx_flush() noexcept override {
+    if (stage_segs_) stage_out();
+    kick();
+  }
+
+
   int rx_burst(Frame* f, int max) noexcept override {
+    if (gso_) return rx_burst_gso(f, max);
     int n = 0;
     uint32_t idx = rx_head_;
     while (n < max) {
@@ -162,7 +394,120 @@ class PacketWire final : public Wire {
     return n;
   }
 
+  // Slots in order; a packet of several segments may span bursts (its slot
+  // is released once its last segment went), and one packet at most per
+  // burst comes from the socket's queue (its buffer is reused by the next).
+  int rx_burst_gso(Frame* f, int max) noexcept {
+    int n = 0;
+    uint32_t idx = rx_head_;
+    int slots = 0;
+    while (n < max) {
+      auto* h = reinterpret_cast<tpacket2_hdr*>(ring_ + size_t(idx) * frame_size_);
+      if (!cur_left_) {
+        uint32_t st = __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
+        if (!(st & TP_STATUS_USER)) break;
+        if (st & TP_STATUS_LOSING) losing_ = true;
+        if ((st & TP_STATUS_COPY) && copy_used_) break;
+        cur_ns_ = uint64_t(h->tp_sec) * 1000000000ull + h->tp_nsec;
+        open_packet(h, st);
+        if (!cur_left_) {  // nothing usable in it
+          slots++;
+          idx = (idx + 1) % rx_.tp_frame_nr;
+          continue;
+        }
+      }
+      if (cur_copy_) copy_used_ = true;
+      while (n < max && cur_left_) {
+        size_t l = std::min(cur_seg_, cur_left_);
+        f[n].data = cur_;
+        f[n].len = l;
+        f[n].rx_real_ns = cur_ns_;
+        n++;
+        cur_ += l;
+        cur_left_ -= l;
+      }
+      if (cur_left_) break;
+      slots++;
+      idx = (idx + 1) % rx_.tp_frame_nr;
+    }
+    rx_taken_ = slots;
+    return n;
+  }
+
+  // The frames of the packet in slot h: the frame itself, or the segments
+  // of a UDP packet (checked here: lengths from the headers are bounded by
+  // what arrived). Sets cur_, cur_left_ (0: none) and cur_seg_.
+  void open_packet(tpacket2_hdr* h, uint32_t st) noexcept {
+    cur_left_ = 0;
+    cur_copy_ = false;
+    const uint8_t* p;
+    size_t len;
+    VnetHdr vh;
+    size_t wire_len = h->tp_len;
+    if (st & TP_STATUS_COPY) {
+      // The whole packet waits in the socket's queue, in this slot's turn.
+      ssize_t r = recv(fd_.get(), copy_buf_.data(), copy_buf_.size(), MSG_DONTWAIT | MSG_TRUNC);
+      if (r < ssize_t(kVnet)) {
+        gso_rx_lost_++;
+        return;
+      }
+      memcpy(&vh, copy_buf_.data(), kVnet);
+      p = copy_buf_.data() + kVnet;
+      len = std::min(size_t(r), copy_buf_.size()) - kVnet;
+      wire_len = size_t(r) - kVnet;
+      cur_copy_ = true;
+    } else {
+      p = reinterpret_cast<uint8_t*>(h) + h->tp_mac;
+      len = h->tp_snaplen;
+      if (h->tp_mac < kVnet) return;
+      memcpy(&vh, p - kVnet, kVnet);
+    }
+    if (len < 14) return;
+    uint16_t et = be16(p + 12);
+    if (et == ethertype_) {
+      cur_ = p;
+      cur_left_ = cur_seg_ = len;
+      return;
+    }
+    const uint8_t* ip = p + 14;
+    if (et != ETH_P_IP || len < kOuter || ip[0] != 0x45 || ip[9] != IPPROTO_UDP || (be16(ip + 6) & 0x3fff) ||
+        be16(ip + 22) != ethertype_) {
+      gso_rx_bad_++;
+      return;
+    }
+    size_t said = be16(ip + 2);  // IPv4 total length
+    if (said < 28 || be16(ip + 24) != said - 20) {
+      gso_rx_bad_++;
+      return;
+    }
+    size_t body = said - 28;
+    size_t seg = body;
+    if (vh.gso_type != kGsoNone) {
+      seg = vh.gso_size;
+      if (seg < 64) {
+        gso_rx_bad_++;
+        return;
+      }
+    }
+    size_t have = len - kOuter;  // what the slot or the queue holds
+    if (have < body) {
+      // Cut short (the queue was full): whole segments only; the rest is
+      // lost and counted as the ring's drops.
+      size_t keep = seg ? have / seg * seg : 0;
+      uint64_t lost = seg ? (body - keep + seg - 1) / seg : 1;
+      drops_ += lost;
+      losing_ = true;
+      body = keep;
+    }
+    (void)wire_len;
+    if (!body) return;
+    cur_ = p + kOuter;
+    cur_left_ = body;
+    cur_seg_ = seg ? seg : body;
+  }
+
   void rx_release() noexcept override {
+    copy_used_ = false;
     for (int i = 0; i < rx_taken_; i++) {
       auto* h = reinterpret_cast<tpacket2_hdr*>(ring_ + size_t(rx_head_) * frame_size_);
       __atomic_store_n(&h->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
@@ -174,7 +519,12 @@ class PacketWire final : public Wire {
 
   int fd() const noexcept override { return fd_.get(); }
   size_t mtu() const noexcept override { return mtu_; }
-  size_t rx_capacity() const noexcept override { return rx_.tp_frame_nr; }
+  // GSO mode: also what the socket's queue holds in full frames (each
+  // packet is charged somewhat more than its bytes).
+  size_t rx_capacity() const noexcept override {
+    if (!gso_) return rx_.tp_frame_nr;
+    return std::min<size_t>(rx_.tp_frame_nr, rcvbuf_ / (full_len_ + full_len_ / 4));
+  }
   // The kernel's count (a full ring, or the socket's receive buffer) is
   // reset by every read: accumulated here.
   uint64_t rx_dropped() noexcept override {
@@ -187,7 +537,17 @@ class PacketWire final : public Wire {
     return drops_;
   }
   const uint8_t* mac() const noexcept override { return mac_; }
-  const char* kind() const noexcept override { return broker_conn_ ? "af_packet/broker" : "af_packet"; }
+  const char* kind() const noexcept override {
+    return broker_conn_ ? "af_packet/broker" : gso_ ? "af_packet+gso" : "af_packet";
+  }
+  std::string counters() const override {
+    if (!gso_) return {};
+    char b[200];
+    snprintf(b, sizeof b, " gso_packets=%llu gso_frames=%llu gso_tx_lost=%llu gso_rx_bad=%llu gso_rx_lost=%llu%s",
+             (unsigned long long)gso_sent_, (unsigned long long)gso_frames_, (unsigned long long)gso_lost_,
+             (unsigned long long)gso_rx_bad_, (unsigned long long)gso_rx_lost_, gso_ok_ ? "" : " gso_refused=1");
+    return b;
+  }
   // Administratively up and with carrier. The carrier comes from ethtool
   // (immediate); IFF_RUNNING follows the operational state, which the
   // kernel may update up to a second later.
@@ -233,6 +593,23 @@ class PacketWire final : public Wire {
   int rx_taken_ = 0;
   int pending_ = 0;
   uint64_t drops_ = 0;
+  uint16_t ethertype_ = 0;
+  // GSO mode
+  bool gso_ = false;
+  bool gso_ok_ = true;  // false once the kernel refused a GSO packet
+  UniqueFd gso_fd_;
+  size_t full_len_ = 0;  // a full frame: 14 + mtu()
+  size_t rcvbuf_ = 0;
+  std::vector<uint8_t> stage_;  // virtio-net header, outer headers, the run
+  size_t stage_bytes_ = 0, stage_segs_ = 0;
+  bool stage_closed_ = false;
+  std::vector<uint8_t> copy_buf_;
+  bool copy_used_ = false;  // frames of this burst point into copy_buf_
+  const uint8_t* cur_ = nullptr;  // the next segment of the open packet
+  size_t cur_left_ = 0, cur_seg_ = 0;
+  bool cur_copy_ = false;
+  uint64_t cur_ns_ = 0;
+  uint64_t gso_sent_ = 0, gso_frames_ = 0, gso_lost_ = 0, gso_rx_bad_ = 0, gso_rx_lost_ = 0;
 };
 
 }  // namespace

@@ -53,6 +53,9 @@ class Wire {
   // Whether the link can carry frames now (slow path: may syscall).
   virtual bool link_up() noexcept { return true; }
   virtual const char* kind() const noexcept = 0;
+  // The backend's own counters for the statistics (" name=value" each; may
+  // be empty).
+  virtual std::string counters() const { return {}; }
  protected:
   // Backends that can: the word that changes when the next frame arrives,
   // and the bits that mean it has (kept current by rx_release()).
@@ -74,6 +77,11 @@ struct WireConfig {
   std::string broker;
   // AF_PACKET only: transmit past the qdisc (not for brokered sockets).
   bool qdisc_bypass = false;
+  // AF_PACKET only: a run of full frames to one peer leaves as one UDP/IPv4
+  // packet the kernel segments (GSO), one frame per segment, and such
+  // packets are taken apart on receipt (packet_wire.cpp). The wire's mtu()
+  // is then 42 bytes less: the outer Ethernet, IPv4 and UDP headers.
+  bool gso = false;
   // AF_XDP only.
   XdpMode xdp_mode = XdpMode::kAuto;
   uint32_t xdp_queue = 0;   // the receive queue the socket binds to
