@@ -171,6 +171,91 @@ void case_flood() {
     }
 }
 
+bool gso_mode() {
+    const char* g = std::getenv("FI_PMETH_GSO");
+    return g && std::strcmp(g, "1") == 0;
+}
+
+uint16_t be16_at(const std::vector<uint8_t>& b, size_t o) { return uint16_t(b[o] << 8 | b[o + 1]); }
+void set_be16(std::vector<uint8_t>& b, size_t o, size_t v) {
+    b[o] = uint8_t(v >> 8);
+    b[o + 1] = uint8_t(v);
+}
+
+// With FI_PMETH_GSO=1: the UDP packets that carry pmeth frames (pmeth's
+// GSO mode) as material too. Each captured one goes back at rank 0 whole
+// (its segments replays), and with its outer headers forged: segment sizes
+// that cut frames apart or are too small, IPv4 and UDP lengths that claim
+// more or less than is there or disagree, a fragment, and random segments
+// behind valid headers. Sent with a virtio-net header, so that the kernel
+// takes packets larger than the MTU as GSO packets (veth passes them whole).
+struct GsoForger {
+    int fd = -1;
+    int ifindex = 0;
+    unsigned long long sent = 0, seen = 0;
+    explicit GsoForger(int ifx) : ifindex(ifx) {
+        fd = socket(AF_PACKET, SOCK_RAW, 0);
+        FT_CHECK(fd >= 0, "raw socket: %s", std::strerror(errno));
+        int one = 1;
+        FT_CHECK(setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one) == 0, "PACKET_VNET_HDR: %s",
+                 std::strerror(errno));
+        sockaddr_ll sll{};
+        sll.sll_family = AF_PACKET;
+        sll.sll_ifindex = ifx;
+        FT_CHECK(bind(fd, (sockaddr*)&sll, sizeof sll) == 0, "bind: %s", std::strerror(errno));
+    }
+    ~GsoForger() { close(fd); }
+    // pkt: Ethernet, IPv4, UDP, payload; gso 0: one packet as it is.
+    void send(const std::vector<uint8_t>& pkt, size_t gso) {
+        std::vector<uint8_t> b(10 + pkt.size());
+        if (gso && pkt.size() > 42 + gso) {
+            b[0] = 1;                 // checksum needed (the kernel wants it for GSO)
+            b[1] = 5;                 // UDP L4 segmentation
+            uint16_t v[4] = {42, uint16_t(gso), 34, 6};  // hdr_len, gso_size, csum_start, csum_offset
+            std::memcpy(b.data() + 2, v, sizeof v);
+        }
+        std::memcpy(b.data() + 10, pkt.data(), pkt.size());
+        if (::send(fd, b.data(), b.size(), 0) == (ssize_t)b.size()) sent++;
+    }
+    void forge(const std::vector<uint8_t>& captured, const uint8_t* vmac, uint32_t (*rnd)(void*), void* st) {
+        seen++;
+        std::vector<uint8_t> g = captured;
+        std::memcpy(g.data(), vmac, 6);
+        size_t body = g.size() - 42;
+        const size_t seg = 1472;  // MTU 1500 - 28: the sender's segment size
+        send(g, seg);                                       // whole: every segment a replay
+        send(g, 1000);                                      // segments that cut frames apart
+        if (body > 2 * 1472) {
+            auto small = g;
+            small.resize(42 + 2000);
+            set_be16(small, 16, 2000 + 28);
+            set_be16(small, 38, 2000 + 8);
+            send(small, 40);                                // segments too small to be frames
+        }
+        auto claim = g;
+        claim.resize(std::min<size_t>(g.size(), 1400));
+        send(claim, 0);                                     // IPv4 and UDP claim more than came
+        auto less = claim;
+        set_be16(less, 16, 100);
+        set_be16(less, 38, 80);
+        send(less, 0);                                      // ... or less
+        auto disagree = claim;
+        set_be16(disagree, 38, be16_at(disagree, 38) - 7);
+        send(disagree, 0);                                  // UDP and IPv4 lengths disagree
+        auto tiny = claim;
+        set_be16(tiny, 16, 20);
+        send(tiny, 0);                                      // shorter than its own headers
+        auto frag = claim;
+        set_be16(frag, 20, 0x2000);
+        send(frag, 0);                                      // a fragment
+        auto junk = g;
+        for (size_t i = 42; i < junk.size(); i++) junk[i] = uint8_t(rnd(st));
+        send(junk, seg);                                    // valid headers, random segments
+        auto relen = g;                                     // a segment size from the random
+        send(relen, 64 + rnd(st) % 1500);
+    }
+};
+
 // Rank 2's work in case_inject: a raw socket on the interface it shares
 // with rank 1; frames of EtherType 0x88B5 it sees (rank 1's going out, rank
 // 0's coming in) are the material; what it sends goes to rank 0.
@@ -190,7 +275,10 @@ void inject_for(double secs, const std::vector<uint8_t>& victim_name) {
     uint32_t rnd = 12345;
     auto next = [&] { return rnd = rnd * 1103515245u + 12345u; };
     unsigned long long seen = 0, sent = 0;
-    std::vector<uint8_t> f(2048);
+    std::vector<uint8_t> f(70000);
+    std::unique_ptr<GsoForger> gso;
+    if (gso_mode()) gso = std::make_unique<GsoForger>(sll.sll_ifindex);
+    auto gen = [](void* st) { return (*static_cast<decltype(next)*>(st))(); };
     double end = now_s() + secs;
     while (now_s() < end) {
         pollfd pfd{fd, POLLIN, 0};
@@ -198,6 +286,12 @@ void inject_for(double secs, const std::vector<uint8_t>& victim_name) {
         sockaddr_ll from{};
         socklen_t fl = sizeof from;
         ssize_t n = recvfrom(fd, f.data(), f.size(), MSG_DONTWAIT, (sockaddr*)&from, &fl);
+        if (gso && n > 42 + 14 + 56 && f[12] == 0x08 && f[13] == 0 && f[23] == 17 && f[36] == 0x88 && f[37] == 0xB5 &&
+            std::memcmp(f.data(), vmac, 6) == 0) {
+            // rank 1's pmeth packet to rank 0
+            gso->forge(std::vector<uint8_t>(f.begin(), f.begin() + n), vmac, +gen, &next);
+            continue;
+        }
         if (n < 14 + 56 || f[12] != 0x88 || f[13] != 0xB5) continue;
         seen++;
         std::vector<std::vector<uint8_t>> out;
@@ -239,6 +333,11 @@ void inject_for(double secs, const std::vector<uint8_t>& victim_name) {
     std::printf("rank 2: saw %llu pmeth frames, sent %llu hostile ones at rank 0\n", seen, sent);
     FT_CHECK(seen > 100 && sent > 100, "the injector saw %llu frames and sent %llu: it did not test anything", seen,
              sent);
+    if (gso) {
+        std::printf("rank 2: saw %llu pmeth UDP packets, sent %llu hostile ones at rank 0\n", gso->seen, gso->sent);
+        FT_CHECK(gso->seen > 20 && gso->sent > 100, "the injector saw %llu UDP packets and sent %llu", gso->seen,
+                 gso->sent);
+    }
 }
 
 void case_inject() {
@@ -283,6 +382,11 @@ void case_inject() {
         unsigned long long mac = stat_of(s, "bad_mac"), job = stat_of(s, "bad_job"), resets = stat_of(s, "resets");
         FT_CHECK(mac > 0 && job > 0, "rank 0 saw no forged frames (bad_mac=%llu bad_job=%llu)", mac, job);
         FT_CHECK(resets == 0, "a forged frame reset the session (resets=%llu)", resets);
+        if (gso_mode()) {
+            unsigned long long bad = stat_of(s, "gso_rx_bad"), dups = stat_of(s, "dups");
+            FT_CHECK(bad > 0, "rank 0's wire refused no forged UDP packet (gso_rx_bad=0)");
+            std::printf("rank 0: wire refused %llu forged UDP packets; duplicates dropped %llu\n", bad, dups);
+        }
         std::printf("rank 0: %d round trips verified; dropped bad_mac=%llu bad_job=%llu bad_len=%llu "
                     "bad_version=%llu, sessions reset: 0\n", n, mac, job, stat_of(s, "bad_len"),
                     stat_of(s, "bad_version"));

@@ -431,6 +431,10 @@ class PacketWire final : public Wire {
       idx = (idx + 1) % rx_.tp_frame_nr;
     }
     rx_taken_ = slots;
+    // Slots with nothing usable and no frame handed out: the caller does
+    // not release after an empty burst, so they go back here (else the
+    // next burst would open them again, and take a queued packet not theirs).
+    if (n == 0 && slots) rx_release();
     return n;
   }
 
@@ -489,6 +493,10 @@ class PacketWire final : public Wire {
         return;
       }
     }
+    if (wire_len < kOuter + body) {  // claims more than the packet had
+      gso_rx_bad_++;
+      return;
+    }
     size_t have = len - kOuter;  // what the slot or the queue holds
     if (have < body) {
       // Cut short (the queue was full): whole segments only; the rest is
@@ -499,7 +507,6 @@ class PacketWire final : public Wire {
       losing_ = true;
       body = keep;
     }
-    (void)wire_len;
     if (!body) return;
     cur_ = p + kOuter;
     cur_left_ = body;
