@@ -192,6 +192,12 @@ class PacketWire final : public Wire {
       *why = std::string("FI_PMETH_GSO: second packet socket: ") + strerror(errno);
       return -FI_EIO;
     }
+    // A packet is charged to the send buffer until it is freed (over veth:
+    // until the receiver has read it): room for what a window puts in
+    // flight, where CAP_NET_ADMIN allows more than the system's default.
+    int sb = 4 << 20;
+    if (setsockopt(gso_fd_.get(), SOL_SOCKET, SO_SNDBUFFORCE, &sb, sizeof sb) != 0)
+      setsockopt(gso_fd_.get(), SOL_SOCKET, SO_SNDBUF, &sb, sizeof sb);
     // The queue holds the large packets (the ring only marks their place):
     // as much as the ring, where the kernel allows (the receive window
     // counts it, rx_capacity()).
@@ -353,7 +359,7 @@ class PacketWire final : public Wire {
       return stage_out();
     }
     if (r < 0) {
-      gso_lost_ += stage_segs_;  // the queue was full: resent by the protocol
+      gso_lost_ += stage_segs_;  // the send buffer was full: resent by the protocol
     } else {
       gso_sent_++;
       gso_frames_ += stage_segs_;
