@@ -9,11 +9,12 @@
 # the command passes and at least one endpoint of that wire sent and
 # received frames on its rail 0; prints how many endpoints used which wire
 # (under FI_PMETH_WIRE=auto a second endpoint on an interface whose AF_XDP
-# socket is taken uses AF_PACKET). <kind>:<counter> (e.g.
+# socket is taken uses AF_PACKET). <kind>$ wants the whole field (af_packet$:
+# not af_packet+gso). <kind>:<counter> (e.g.
 # af_packet+gso:gso_packets) also wants that counter of rail 0 above 0 on
 # some endpoint.
 set -u
-(($# >= 3)) && [[ $2 == -- ]] || { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+(($# >= 3)) && [[ $2 == -- ]] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 want=${1%%:*}
 counter=""
 [[ $1 == *:* ]] && counter=${1#*:}
@@ -24,9 +25,9 @@ trap 'rm -f "$log"' EXIT
 rc=${PIPESTATUS[0]}
 ((rc == 0)) || exit "$rc"
 summary=$(grep -o 'wire=[^ ]* rail0: [a-z]* tx_frames=[0-9]* tx_bytes=[0-9]* rx_frames=[0-9]*' "$log" |
-          awk -v want="wire=$want" '
+          awk -v want="wire=${want%\$}" -v exact="$([[ $want == *\$ ]] && echo 1 || echo 0)" '
             { kinds[$1]++ }
-            index($1, want) == 1 { split($4, t, "="); split($6, r, "="); if (t[2] > 0 && r[2] > 0) good++ }
+            (exact ? $1 == want : index($1, want) == 1) { split($4, t, "="); split($6, r, "="); if (t[2] > 0 && r[2] > 0) good++ }
             END { for (k in kinds) printf "%s x%d ", k, kinds[k]; printf "| with traffic: %d\n", good + 0 }')
 echo "check_wire.sh: endpoints: $summary"
 if [[ $summary != *"with traffic: "[1-9]* ]]; then
@@ -34,7 +35,7 @@ if [[ $summary != *"with traffic: "[1-9]* ]]; then
     exit 1
 fi
 if [[ -n $counter ]]; then
-    best=$(grep -o "wire=$want[^;]*;" "$log" | grep -o " $counter=[0-9]*" | sed 's/.*=//' | sort -n | tail -1)
+    best=$(grep -o "wire=${want%\$}[^;]*;" "$log" | grep -o " $counter=[0-9]*" | sed 's/.*=//' | sort -n | tail -1)
     echo "check_wire.sh: largest $counter: ${best:-none}"
     if ((${best:-0} == 0)); then
         echo "check_wire.sh: FAIL: no endpoint on wire $want counted $counter" >&2

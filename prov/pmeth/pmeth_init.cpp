@@ -63,8 +63,9 @@ const ParamSpec kParams[] = {
      "on receipt: one system call and one kernel pass per run instead of per frame. Frames then carry 42 "
      "bytes of IPv4/UDP headers (addresses 0.0.0.0, ports the EtherType), so the payload per frame is that "
      "much smaller. Needs Linux 6.2 or later (UDP segmentation for packet sockets; refused by an older "
-     "kernel, frames then go one by one); not for sockets from the pmethd broker",
-     "0"},
+     "kernel, frames then go one by one); not for sockets from the pmethd broker, nor where a packet of "
+     "64 KiB holds fewer than two frames (lo)",
+     "1"},
     {"xdp_queue", T::kInt, "af_xdp: the receive queue of the interface the socket binds to", "0"},
     {"xdp_zerocopy", T::kBool, "af_xdp: require zero-copy (the driver's support); otherwise the kernel picks",
      "0"},

@@ -120,7 +120,11 @@ class PacketWire final : public Wire {
     };
     sock_fprog prog{sizeof code / sizeof code[0], code};
     ethertype_ = cfg.ethertype;
-    if (cfg.gso && !broker_conn_) {
+    // Runs need room for two frames at least in one IPv4 packet (not so on
+    // lo, whose MTU is 64 KiB), and frames room for their own headers;
+    // elsewhere frames go one by one, as without FI_PMETH_GSO.
+    bool gso_fits = mtu_ >= 576 && kMaxGsoPayload / (14 + mtu_ - kOuter) >= 2;
+    if (cfg.gso && !broker_conn_ && gso_fits) {
       if (int rc = open_gso(cfg, want, why)) return rc;
     } else {
       setsockopt(fd_.get(), SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog);
@@ -178,10 +182,6 @@ class PacketWire final : public Wire {
   // packets (a socket with a transmit ring sends only from the ring).
   int open_gso(const WireConfig& cfg, uint32_t want_be, std::string* why) {
     int one = 1;
-    if (mtu_ < 576) {
-      *why = "FI_PMETH_GSO: the interface's MTU is below 576";
-      return -FI_EINVAL;
-    }
     if (setsockopt(fd_.get(), SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one) != 0 ||
         setsockopt(fd_.get(), SOL_PACKET, PACKET_COPY_THRESH, &one, sizeof one) != 0) {
       *why = std::string("FI_PMETH_GSO: PACKET_VNET_HDR: ") + strerror(errno);
