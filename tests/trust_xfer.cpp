@@ -171,9 +171,12 @@ void case_flood() {
     }
 }
 
-bool gso_mode() {
+// More than rank 0's receive ring holds (4 MiB of 2 KiB slots at MTU 1500).
+constexpr int kFlood = 3000;
+
+bool gso_mode() {  // pmeth's default
     const char* g = std::getenv("FI_PMETH_GSO");
-    return g && std::strcmp(g, "1") == 0;
+    return !g || std::strcmp(g, "1") == 0;
 }
 
 uint16_t be16_at(const std::vector<uint8_t>& b, size_t o) { return uint16_t(b[o] << 8 | b[o + 1]); }
@@ -205,17 +208,43 @@ struct GsoForger {
         FT_CHECK(bind(fd, (sockaddr*)&sll, sizeof sll) == 0, "bind: %s", std::strerror(errno));
     }
     ~GsoForger() { close(fd); }
-    // pkt: Ethernet, IPv4, UDP, payload; gso 0: one packet as it is.
+    // pkt: Ethernet, IPv4, UDP, payload; gso 0: one packet as it is. The
+    // IPv4 id marks it as ours (pmeth sends 0): the capture skips it.
     void send(const std::vector<uint8_t>& pkt, size_t gso) {
         std::vector<uint8_t> b(10 + pkt.size());
+        std::vector<uint8_t> q = pkt;
+        if (q.size() >= 20) set_be16(q, 18, kForgedId);
         if (gso && pkt.size() > 42 + gso) {
             b[0] = 1;                 // checksum needed (the kernel wants it for GSO)
             b[1] = 5;                 // UDP L4 segmentation
             uint16_t v[4] = {42, uint16_t(gso), 34, 6};  // hdr_len, gso_size, csum_start, csum_offset
             std::memcpy(b.data() + 2, v, sizeof v);
         }
-        std::memcpy(b.data() + 10, pkt.data(), pkt.size());
+        std::memcpy(b.data() + 10, q.data(), q.size());
         if (::send(fd, b.data(), b.size(), 0) == (ssize_t)b.size()) sent++;
+    }
+    static constexpr uint16_t kForgedId = 0x5a5a;
+    // Packets that pass the victim's socket filter (IPv4, UDP to pmeth's
+    // port, a pmeth frame for its endpoint inside) and that its wire must
+    // refuse (fragments): `n` of them at once, more than its receive ring
+    // holds, while it does not poll.
+    void flood(const uint8_t* vmac, uint32_t ep_id, int n) {
+        std::vector<uint8_t> g(42 + 100, 0);
+        std::memcpy(g.data(), vmac, 6);
+        g[6] = 0x02;                                        // a local MAC
+        g[12] = 0x08;
+        g[14] = 0x45;
+        set_be16(g, 16, g.size() - 14);
+        set_be16(g, 20, 0x2001);                            // more fragments, offset 8
+        g[22] = 64;
+        g[23] = 17;
+        set_be16(g, 36, 0x88B5);
+        set_be16(g, 38, g.size() - 34);
+        std::memcpy(g.data() + 42, vmac, 6);                // the frame inside
+        g[42 + 12] = 0x88;
+        g[42 + 13] = 0xB5;
+        for (int b = 0; b < 4; b++) g[42 + 22 + b] = uint8_t(ep_id >> (8 * b));
+        for (int i = 0; i < n; i++) send(g, 0);
     }
     void forge(const std::vector<uint8_t>& captured, const uint8_t* vmac, uint32_t (*rnd)(void*), void* st) {
         seen++;
@@ -277,7 +306,14 @@ void inject_for(double secs, const std::vector<uint8_t>& victim_name) {
     unsigned long long seen = 0, sent = 0;
     std::vector<uint8_t> f(70000);
     std::unique_ptr<GsoForger> gso;
-    if (gso_mode()) gso = std::make_unique<GsoForger>(sll.sll_ifindex);
+    if (gso_mode()) {
+        gso = std::make_unique<GsoForger>(sll.sll_ifindex);
+        // Rank 0 does not poll for a moment after the barrier (case_inject).
+        uint32_t ep_id = 0;
+        for (int b = 0; b < 4; b++) ep_id |= uint32_t(victim_name[8 + (size_t)b]) << (8 * b);
+        gso->flood(vmac, ep_id, kFlood);
+        std::printf("rank 2: flooded rank 0 with %d refusable packets\n", kFlood);
+    }
     auto gen = [](void* st) { return (*static_cast<decltype(next)*>(st))(); };
     double end = now_s() + secs;
     while (now_s() < end) {
@@ -287,7 +323,7 @@ void inject_for(double secs, const std::vector<uint8_t>& victim_name) {
         socklen_t fl = sizeof from;
         ssize_t n = recvfrom(fd, f.data(), f.size(), MSG_DONTWAIT, (sockaddr*)&from, &fl);
         if (gso && n > 42 + 14 + 56 && f[12] == 0x08 && f[13] == 0 && f[23] == 17 && f[36] == 0x88 && f[37] == 0xB5 &&
-            std::memcmp(f.data(), vmac, 6) == 0) {
+            std::memcmp(f.data(), vmac, 6) == 0 && be16_at(f, 18) != GsoForger::kForgedId) {
             // rank 1's pmeth packet to rank 0
             gso->forge(std::vector<uint8_t>(f.begin(), f.begin() + n), vmac, +gen, &next);
             continue;
@@ -357,6 +393,10 @@ void case_inject() {
         return;
     }
     barrier([&] { ep->progress(); });
+    // GSO mode: rank 2 floods rank 0's ring with packets its wire refuses;
+    // rank 0 lets them fill it before polling again (a wire that went round
+    // a ring of refused slots would never come back).
+    if (rank() == 0 && gso_mode()) usleep(300000);
     for (int i = 0; i < n; ++i) {
         size_t len = sizes[i % 3];
         uint64_t tag = 0x6100 + (uint64_t)i;

@@ -38,6 +38,7 @@ void usage(const char* argv0) {
                  "  env FT_IFACE=if0,if1,.. sets FI_<PROV>_IFACE=if_i in rank i\n"
                  "  env FT_HOSTID=h0,h1,.. sets FI_<PROV>_HOST_ID=h_i in rank i (one machine\n"
                  "      standing in for several hosts)\n"
+                 "  env FT_PROV_VAR=NAME:v0,v1,.. sets FI_<PROV>_NAME=v_i in rank i\n"
                  "      (ranks past the end of a list use its last entry)\n",
                  argv0);
 }

@@ -164,6 +164,21 @@ void place_rank() {
     }
     if (const std::string* iface = entry_for_rank(g_opt.ifaces)) set_prov_var("IFACE", *iface);
     if (const std::string* host = entry_for_rank(g_opt.hostids)) set_prov_var("HOST_ID", *host);
+    // FT_PROV_VAR=NAME:v0,v1,..: FI_<PROV>_NAME=v_i in rank i (peers set up
+    // differently, e.g. one sending GSO packets and one not).
+    if (const char* pv = std::getenv("FT_PROV_VAR")) {
+        std::string spec(pv);
+        size_t colon = spec.find(':');
+        FT_CHECK(colon != std::string::npos && colon > 0, "FT_PROV_VAR=%s: want NAME:v0,v1,..", pv);
+        std::vector<std::string> vals;
+        for (size_t b = colon + 1;;) {
+            size_t c = spec.find(',', b);
+            vals.push_back(spec.substr(b, c == std::string::npos ? std::string::npos : c - b));
+            if (c == std::string::npos) break;
+            b = c + 1;
+        }
+        if (const std::string* v = entry_for_rank(vals)) set_prov_var(spec.substr(0, colon).c_str(), *v);
+    }
     if (!g_opt.user.empty()) drop_to_user(g_opt.user);
 }
 

@@ -12,9 +12,9 @@
 # socket is taken uses AF_PACKET). <kind>$ wants the whole field (af_packet$:
 # not af_packet+gso). <kind>:<counter> (e.g.
 # af_packet+gso:gso_packets) also wants that counter of rail 0 above 0 on
-# some endpoint.
+# some endpoint; <kind>:<counter>=0 wants it 0 on every one.
 set -u
-(($# >= 3)) && [[ $2 == -- ]] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+(($# >= 3)) && [[ $2 == -- ]] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 want=${1%%:*}
 counter=""
 [[ $1 == *:* ]] && counter=${1#*:}
@@ -35,9 +35,15 @@ if [[ $summary != *"with traffic: "[1-9]* ]]; then
     exit 1
 fi
 if [[ -n $counter ]]; then
+    zero=0
+    [[ $counter == *=0 ]] && zero=1 counter=${counter%=0}
     best=$(grep -o "wire=${want%\$}[^;]*;" "$log" | grep -o " $counter=[0-9]*" | sed 's/.*=//' | sort -n | tail -1)
     echo "check_wire.sh: largest $counter: ${best:-none}"
-    if ((${best:-0} == 0)); then
+    if ((zero)) && [[ ${best:-x} != 0 ]]; then
+        echo "check_wire.sh: FAIL: an endpoint on wire $want counted $counter (or none counted at all)" >&2
+        exit 1
+    fi
+    if ((!zero && ${best:-0} == 0)); then
         echo "check_wire.sh: FAIL: no endpoint on wire $want counted $counter" >&2
         exit 1
     fi

@@ -74,21 +74,23 @@ EthDevice::EthDevice(const DeviceConfig& cfg, std::vector<std::unique_ptr<Wire>>
   self_.ep_id = ep_id_;
   self_.host = cfg.host;
   self_.rails = uint8_t(rails.size());
-  size_t mtu = SIZE_MAX;
+  size_t mtu = SIZE_MAX, link_mtu = SIZE_MAX;
   for (size_t r = 0; r < rails.size(); r++) {
     memcpy(self_.mac[r], rails[r]->mac(), 6);
     mtu = std::min(mtu, rails[r]->mtu());
+    link_mtu = std::min(link_mtu, rails[r]->link_mtu());
     rails_.push_back(Rail{std::move(rails[r])});
   }
   encode_name(name_, self_);
   max_payload_ = mtu > kPmHdr + kCoreHdr + 64 ? mtu - kPmHdr - kCoreHdr : 64;
+  link_payload_ = std::max(max_payload_, link_mtu > kPmHdr + kCoreHdr + 64 ? link_mtu - kPmHdr - kCoreHdr : 64);
   // A power of two, so that `seq % window` stays continuous across the
   // 2^32 wrap of the sequence numbers (at most 32768: the window field).
   uint32_t w = 8;
   while (w < cfg_.window && w < 32768) w <<= 1;
   cfg_.window = w;
-  scratch_.resize(kEthHdr + mtu + 64);
-  frame_cap_ = kEthHdr + mtu;
+  scratch_.resize(kEthHdr + std::max(mtu, link_mtu) + 64);
+  frame_cap_ = kEthHdr + std::max(mtu, link_mtu);
   adv_window_ = uint16_t(std::min<uint32_t>(cfg_.window, 65535));
   update_window(now_ns());
 }
@@ -303,6 +305,7 @@ bool EthDevice::emit(Peer& p, unsigned rail, uint8_t* f, size_t len) {
   memcpy(f + 6, self_.mac[rail], 6);
   sign(f);
   Frame fr{f, len};
+  fr.gso = p.gso;
   Rail& r = rails_[rail];
   if (r.wire->tx_burst(&fr, 1) == 1) {
     tx_pending_ = true;
@@ -339,16 +342,20 @@ void EthDevice::send_ctrl(Peer& p, uint8_t type, int rail) {
 
 void EthDevice::send_hello(Peer& p, uint8_t type) {
   uint8_t* f = scratch_.data();
-  build_hdr(f, p, type, 0, uint16_t(kNameLen));
+  build_hdr(f, p, type, 0, uint16_t(kNameLen + kHelloCapsLen));
   memcpy(f + kBodyOff, name_, kNameLen);
-  seal(f, kBodyOff + kNameLen);
-  emit(p, ctrl_rail(p), f, kBodyOff + kNameLen);
+  uint32_t caps = 0;
+  if (std::all_of(rails_.begin(), rails_.end(), [](const Rail& r) { return r.wire->accepts_gso(); }))
+    caps |= kCapGso;
+  put32(f + kBodyOff + kNameLen, caps);
+  seal(f, kBodyOff + kNameLen + kHelloCapsLen);
+  emit(p, ctrl_rail(p), f, kBodyOff + kNameLen + kHelloCapsLen);
   p.tx_frames++;
 }
 
 int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt,
                     size_t offset, size_t len) noexcept {
-  if (peer >= peers_.size() || len > max_payload_) return -FI_EINVAL;
+  if (peer >= peers_.size() || len > max_payload(peer)) return -FI_EINVAL;
   Peer& p = peers_[peer];
   size_t flen = kFrameOverhead + len;
   if (!cfg_.reliable) {
@@ -938,6 +945,7 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
     }
     Peer& q = peers_[id];
     q.epoch = h.src_epoch;
+    q.gso = h.len >= kNameLen + kHelloCapsLen && (get32(body + kNameLen) & kCapGso);
     if (q.ring.empty()) q.ring.resize(cfg_.window);
     if (q.reorder.empty()) q.reorder.resize(cfg_.window);
     q.state = Peer::kUp;
@@ -1270,7 +1278,7 @@ int EthDevice::poll_busy(PacketSink& sink, int budget) noexcept {
     if (!w.rx_maybe()) continue;
     int want = std::min(budget - total, 32);
     int n = w.rx_burst(fr, want);
-    if (n == want) drained = false, backlog_ = true;  // more may wait behind these
+    if (n == want || w.rx_more()) drained = false, backlog_ = true;  // more may wait behind these
     if (n == 0) continue;
     if (!now) now = now_ns();
     for (int i = 0; i < n; i++) {

@@ -220,6 +220,11 @@ struct EthName {
 };
 constexpr uint32_t kNameMagic = 0x54454d50;  // "PMET"
 constexpr size_t kNameLen = 64;
+// A HELLO or HELLO_ACK may carry, after the name, 4 bytes of capabilities
+// (little-endian; a receiver ignores bits it does not know, and an older
+// one the bytes: it reads the name only).
+constexpr size_t kHelloCapsLen = 4;
+constexpr uint32_t kCapGso = 1;  // frames carried in GSO packets reach the sender
 
 inline void encode_name(uint8_t* p, const EthName& n) {
   memset(p, 0, kNameLen);

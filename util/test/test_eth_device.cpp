@@ -1320,8 +1320,10 @@ Test(eth, malformed_frames_are_dropped_and_counted) {
   cr_assert_eq(g_ra.got.size(), 0u);
   std::vector<RawRx> rx = raw_rx();
   cr_assert_eq(rx.size(), 1u);
-  check_from_dev(rx[0], pm::eth::kHello, 0, pm::eth::kNameLen);
+  check_from_dev(rx[0], pm::eth::kHello, 0, pm::eth::kNameLen + pm::eth::kHelloCapsLen);
   cr_assert_eq(memcmp(rx[0].bytes.data() + kBody, d.name(), pm::eth::kNameLen), 0);
+  // Capabilities after the name: the in-process wire takes no GSO packets.
+  cr_assert_eq(pm::eth::get32(rx[0].bytes.data() + kBody + pm::eth::kNameLen), 0u);
   const uint32_t dev_epoch = rx[0].h.src_epoch;
   cr_assert(has_peer_line(d, kRawEp));
   inject(d, raw_frame(raw_hdr(pm::eth::kData, 10, 0, 1, 1), data_body(1, 20)));

@@ -51,6 +51,7 @@ constexpr size_t kVnet = sizeof(VnetHdr);
 constexpr size_t kOuter = 14 + 20 + 8;  // Ethernet, IPv4, UDP
 constexpr size_t kMaxGsoPayload = 65535 - 20 - 8;
 constexpr size_t kMaxSegs = 64;  // the kernel's UDP_MAX_SEGMENTS (at least 64)
+constexpr size_t kFrameIds = 26;  // a frame's MACs and destination endpoint id (bytes 22-25)
 
 uint16_t be16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 void put_be16(uint8_t* p, uint16_t v) {
@@ -130,7 +131,10 @@ class PacketWire final : public Wire {
       setsockopt(fd_.get(), SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog);
     }
 
-    frame_size_ = pow2_at_least(TPACKET2_HDRLEN + 64 + mtu_ + 14);
+    // GSO mode: a packet of one segment cut by a NIC (outer headers and a
+    // full frame: the MTU before the 42 bytes went) and its virtio-net
+    // header fit too.
+    frame_size_ = pow2_at_least(TPACKET2_HDRLEN + 64 + mtu_ + 14 + (gso_ ? kOuter + kVnet : 0));
     size_t block = frame_size_ > (1u << 16) ? frame_size_ : (1u << 16);
     rx_ = make_req(cfg.rx_ring_bytes, block);
     tx_ = make_req(cfg.tx_ring_bytes, block);
@@ -269,15 +273,19 @@ class PacketWire final : public Wire {
     return done;
   }
 
-  // A full frame opens a run; frames to the same peer join it while they
-  // are full, the first shorter one ends it (a segment shorter than the
-  // segment size can only be the last). Anything else goes to the ring,
+  // A full frame opens a run; frames to the same endpoint (MAC and
+  // endpoint id: the receiver's filter reads the first segment's only) join
+  // it while they are full, the first shorter one ends it (a segment
+  // shorter than the segment size can only be the last). Only frames whose
+  // peer takes GSO packets (Frame::gso). Anything else goes to the ring,
   // after the run has gone, so that frames leave in the order given.
   int tx_burst_gso(const Frame* f, int n) noexcept {
     for (int i = 0; i < n; i++) {
       const Frame& fr = f[i];
       if (stage_segs_) {
-        if (!stage_closed_ && fr.len <= full_len_ && memcmp(fr.data, stage_.data() + kVnet + kOuter, 6) == 0 &&
+        const uint8_t* first = stage_.data() + kVnet + kOuter;
+        if (!stage_closed_ && fr.gso && fr.len >= kFrameIds && fr.len <= full_len_ &&
+            memcmp(fr.data, first, 6) == 0 && memcmp(fr.data + 22, first + 22, 4) == 0 &&
             kVnet + kOuter + stage_bytes_ + fr.len <= stage_.size()) {
           memcpy(stage_.data() + kVnet + kOuter + stage_bytes_, fr.data, fr.len);
           stage_bytes_ += fr.len;
@@ -287,7 +295,7 @@ class PacketWire final : public Wire {
         }
         if (!stage_out()) return i;
       }
-      if (fr.len == full_len_ && gso_ok_) {
+      if (fr.gso && fr.len == full_len_ && gso_ok_) {
         memcpy(stage_.data() + kVnet + kOuter, fr.data, fr.len);
         stage_bytes_ = fr.len;
         stage_segs_ = 1;
@@ -299,70 +307,68 @@ class PacketWire final : public Wire {
     return n;
   }
 
-  // The run leaves: one frame by the ring, more as one GSO packet after
-  // the ring's frames. False when the ring has no room (the run stays).
+  // The run leaves: as one GSO packet (after the ring's frames), or frame
+  // by frame through the ring (a run of one, a kernel that refused GSO, or
+  // a full send buffer). False when the ring has no room (the rest stays).
   bool stage_out() noexcept {
     uint8_t* inner = stage_.data() + kVnet + kOuter;
-    if (stage_segs_ == 1 || !gso_ok_) {
-      // Frame by frame (a kernel that refused GSO: all of them).
-      size_t off = 0;
-      while (off < stage_bytes_) {
-        size_t len = std::min(full_len_, stage_bytes_ - off);
-        Frame one{inner + off, len};
-        if (ring_put(&one, 1) != 1) {
-          memmove(inner, inner + off, stage_bytes_ - off);  // keep the rest, in order
-          stage_bytes_ -= off;
-          stage_segs_ = (stage_bytes_ + full_len_ - 1) / full_len_;
-          return false;
-        }
-        off += len;
+    if (stage_segs_ > 1 && gso_ok_) {
+      kick();
+      uint8_t* p = stage_.data();
+      VnetHdr vh{};
+      vh.flags = kVnetNeedsCsum;
+      vh.gso_type = kGsoUdpL4;
+      vh.gso_size = uint16_t(full_len_);
+      vh.hdr_len = uint16_t(kOuter);
+      vh.csum_start = 14 + 20;
+      vh.csum_offset = 6;
+      memcpy(p, &vh, kVnet);
+      uint8_t* e = p + kVnet;
+      memcpy(e, inner, 6);      // the frames' destination
+      memcpy(e + 6, mac_, 6);
+      put_be16(e + 12, ETH_P_IP);
+      uint8_t* ip = e + 14;
+      memset(ip, 0, 20);
+      ip[0] = 0x45;
+      put_be16(ip + 2, uint16_t(20 + 8 + stage_bytes_));
+      put_be16(ip + 6, 0x4000);  // don't fragment
+      ip[8] = 64;
+      ip[9] = IPPROTO_UDP;
+      uint32_t sum = 0;
+      for (int i = 0; i < 20; i += 2) sum += be16(ip + i);
+      put_be16(ip + 10, uint16_t(~fold(sum)));
+      uint8_t* udp = ip + 20;
+      put_be16(udp, ethertype_);
+      put_be16(udp + 2, ethertype_);
+      put_be16(udp + 4, uint16_t(8 + stage_bytes_));
+      // The pseudo-header's sum (addresses zero), as checksum offload wants.
+      put_be16(udp + 6, fold(IPPROTO_UDP + 8 + uint32_t(stage_bytes_)));
+      if (send(gso_fd_.get(), p, kVnet + kOuter + stage_bytes_, MSG_DONTWAIT) >= 0) {
+        gso_sent_++;
+        gso_frames_ += stage_segs_;
+        stage_segs_ = 0;
+        stage_bytes_ = 0;
+        return true;
       }
-      stage_segs_ = 0;
-      stage_bytes_ = 0;
-      return true;
+      if (errno == EINVAL && !gso_sent_) {
+        // A kernel without UDP GSO for packet sockets (before 6.2): frames
+        // one by one from now on (the MTU stays as it was given out).
+        gso_ok_ = false;
+      } else {
+        gso_busy_ += stage_segs_;  // the send buffer is full: these go frame by frame
+      }
     }
-    kick();
-    uint8_t* p = stage_.data();
-    VnetHdr vh{};
-    vh.flags = kVnetNeedsCsum;
-    vh.gso_type = kGsoUdpL4;
-    vh.gso_size = uint16_t(full_len_);
-    vh.hdr_len = uint16_t(kOuter);
-    vh.csum_start = 14 + 20;
-    vh.csum_offset = 6;
-    memcpy(p, &vh, kVnet);
-    uint8_t* e = p + kVnet;
-    memcpy(e, inner, 6);      // the frames' destination
-    memcpy(e + 6, mac_, 6);
-    put_be16(e + 12, ETH_P_IP);
-    uint8_t* ip = e + 14;
-    memset(ip, 0, 20);
-    ip[0] = 0x45;
-    put_be16(ip + 2, uint16_t(20 + 8 + stage_bytes_));
-    put_be16(ip + 6, 0x4000);  // don't fragment
-    ip[8] = 64;
-    ip[9] = IPPROTO_UDP;
-    uint32_t sum = 0;
-    for (int i = 0; i < 20; i += 2) sum += be16(ip + i);
-    put_be16(ip + 10, uint16_t(~fold(sum)));
-    uint8_t* udp = ip + 20;
-    put_be16(udp, ethertype_);
-    put_be16(udp + 2, ethertype_);
-    put_be16(udp + 4, uint16_t(8 + stage_bytes_));
-    // The pseudo-header's sum (addresses zero), as checksum offload wants.
-    put_be16(udp + 6, fold(IPPROTO_UDP + 8 + uint32_t(stage_bytes_)));
-    ssize_t r = send(gso_fd_.get(), p, kVnet + kOuter + stage_bytes_, MSG_DONTWAIT);
-    if (r < 0 && errno == EINVAL && !gso_sent_) {
-      // A kernel without UDP GSO for packet sockets (before 6.2): frames
-      // one by one from now on (the MTU stays as it was given out).
-      gso_ok_ = false;
-      return stage_out();
-    }
-    if (r < 0) {
-      gso_lost_ += stage_segs_;  // the send buffer was full: resent by the protocol
-    } else {
-      gso_sent_++;
-      gso_frames_ += stage_segs_;
+    size_t off = 0;
+    while (off < stage_bytes_) {
+      size_t len = std::min(full_len_, stage_bytes_ - off);
+      Frame one{inner + off, len};
+      if (ring_put(&one, 1) != 1) {
+        memmove(inner, inner + off, stage_bytes_ - off);  // keep the rest, in order
+        stage_bytes_ -= off;
+        stage_segs_ = (stage_bytes_ + full_len_ - 1) / full_len_;
+        return false;
+      }
+      off += len;
     }
     stage_segs_ = 0;
     stage_bytes_ = 0;
@@ -376,9 +382,14 @@ class PacketWire final : public Wire {
   }
 
   void tx_flush() noexcept override {
-    if (stage_segs_) stage_out();
+    if (stage_segs_ && !stage_out()) {
+      kick();  // the ring was full: the kernel takes what it holds, then again
+      stage_out();
+    }
     kick();
   }
+  bool tx_held() const noexcept override { return stage_segs_ != 0; }
+  bool accepts_gso() const noexcept override { return gso_; }
 
 
   int rx_burst(Frame* f, int max) noexcept override {
@@ -406,14 +417,24 @@ class PacketWire final : public Wire {
   int rx_burst_gso(Frame* f, int max) noexcept {
     int n = 0;
     uint32_t idx = rx_head_;
-    int slots = 0;
+    uint32_t slots = 0;
+    rx_more_ = false;
     while (n < max) {
       auto* h = reinterpret_cast<tpacket2_hdr*>(ring_ + size_t(idx) * frame_size_);
       if (!cur_left_) {
+        // Never round the ring: slots taken in this burst stay ours until
+        // rx_release.
+        if (slots + 1 >= rx_.tp_frame_nr) {
+          rx_more_ = true;
+          break;
+        }
         uint32_t st = __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
         if (!(st & TP_STATUS_USER)) break;
         if (st & TP_STATUS_LOSING) losing_ = true;
-        if ((st & TP_STATUS_COPY) && copy_used_) break;
+        if ((st & TP_STATUS_COPY) && copy_used_) {
+          rx_more_ = true;  // its buffer holds frames of this burst
+          break;
+        }
         cur_ns_ = uint64_t(h->tp_sec) * 1000000000ull + h->tp_nsec;
         open_packet(h, st);
         if (!cur_left_) {  // nothing usable in it
@@ -436,7 +457,8 @@ class PacketWire final : public Wire {
       slots++;
       idx = (idx + 1) % rx_.tp_frame_nr;
     }
-    rx_taken_ = slots;
+    rx_taken_ = int(slots);
+    if (cur_left_) rx_more_ = true;
     // Slots with nothing usable and no frame handed out: the caller does
     // not release after an empty burst, so they go back here (else the
     // next burst would open them again, and take a queued packet not theirs).
@@ -457,6 +479,10 @@ class PacketWire final : public Wire {
     if (st & TP_STATUS_COPY) {
       // The whole packet waits in the socket's queue, in this slot's turn.
       ssize_t r = recv(fd_.get(), copy_buf_.data(), copy_buf_.size(), MSG_DONTWAIT | MSG_TRUNC);
+      // A pending socket error (the link went down: ENETDOWN) is reported
+      // by the first call and cleared, before the queue is read: again.
+      if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+        r = recv(fd_.get(), copy_buf_.data(), copy_buf_.size(), MSG_DONTWAIT | MSG_TRUNC);
       if (r < ssize_t(kVnet)) {
         gso_rx_lost_++;
         return;
@@ -530,8 +556,10 @@ class PacketWire final : public Wire {
     track_rx_head();
   }
 
+  bool rx_more() const noexcept override { return rx_more_; }
   int fd() const noexcept override { return fd_.get(); }
   size_t mtu() const noexcept override { return mtu_; }
+  size_t link_mtu() const noexcept override { return gso_ ? mtu_ + kOuter : mtu_; }
   // GSO mode: also what the socket's queue holds in full frames (each
   // packet is charged somewhat more than its bytes).
   size_t rx_capacity() const noexcept override {
@@ -556,8 +584,8 @@ class PacketWire final : public Wire {
   std::string counters() const override {
     if (!gso_) return {};
     char b[200];
-    snprintf(b, sizeof b, " gso_packets=%llu gso_frames=%llu gso_tx_lost=%llu gso_rx_bad=%llu gso_rx_lost=%llu%s",
-             (unsigned long long)gso_sent_, (unsigned long long)gso_frames_, (unsigned long long)gso_lost_,
+    snprintf(b, sizeof b, " gso_packets=%llu gso_frames=%llu gso_tx_busy=%llu gso_rx_bad=%llu gso_rx_lost=%llu%s",
+             (unsigned long long)gso_sent_, (unsigned long long)gso_frames_, (unsigned long long)gso_busy_,
              (unsigned long long)gso_rx_bad_, (unsigned long long)gso_rx_lost_, gso_ok_ ? "" : " gso_refused=1");
     return b;
   }
@@ -618,11 +646,12 @@ class PacketWire final : public Wire {
   bool stage_closed_ = false;
   std::vector<uint8_t> copy_buf_;
   bool copy_used_ = false;  // frames of this burst point into copy_buf_
+  bool rx_more_ = false;    // the last burst stopped with frames waiting
   const uint8_t* cur_ = nullptr;  // the next segment of the open packet
   size_t cur_left_ = 0, cur_seg_ = 0;
   bool cur_copy_ = false;
   uint64_t cur_ns_ = 0;
-  uint64_t gso_sent_ = 0, gso_frames_ = 0, gso_lost_ = 0, gso_rx_bad_ = 0, gso_rx_lost_ = 0;
+  uint64_t gso_sent_ = 0, gso_frames_ = 0, gso_busy_ = 0, gso_rx_bad_ = 0, gso_rx_lost_ = 0;
 };
 
 }  // namespace

@@ -15,6 +15,9 @@ struct Frame {
   // Received frames: when the kernel took it (CLOCK_REALTIME, ns), where the
   // backend knows; 0 otherwise (the device then counts from its poll).
   uint64_t rx_real_ns = 0;
+  // Frames sent: the peer said it takes frames carried in GSO packets (its
+  // HELLO), so this one may travel in one (FI_PMETH_GSO); else it goes alone.
+  bool gso = false;
 };
 
 class Wire {
@@ -24,6 +27,9 @@ class Wire {
   virtual int tx_burst(const Frame* f, int n) noexcept = 0;
   // Hands queued frames to the hardware / kernel.
   virtual void tx_flush() noexcept = 0;
+  // After tx_flush: frames taken by tx_burst still wait in the backend (no
+  // room in the ring yet); the device flushes again later.
+  virtual bool tx_held() const noexcept { return false; }
   // Up to max received frames, valid until rx_release().
   virtual int rx_burst(Frame* f, int max) noexcept = 0;
   // Cheap test before rx_burst: false only when nothing has arrived (a
@@ -32,9 +38,15 @@ class Wire {
     return !rx_flag_ || (__atomic_load_n(rx_flag_, __ATOMIC_ACQUIRE) & rx_mask_);
   }
   virtual void rx_release() noexcept = 0;
+  // After rx_burst returned fewer than asked: whether it stopped with frames
+  // still waiting (not for want of them).
+  virtual bool rx_more() const noexcept { return false; }
   // Readable when frames are waiting.
   virtual int fd() const noexcept = 0;
   virtual size_t mtu() const noexcept = 0;
+  // The interface's MTU: what a peer whose frames are not shortened (no
+  // GSO mode) may send; mtu() where the backend does not shorten them.
+  virtual size_t link_mtu() const noexcept { return mtu(); }
   // Frames the receive side can hold before the kernel drops (0: unbounded).
   virtual size_t rx_capacity() const noexcept { return 0; }
   // Frames for this endpoint the kernel dropped for want of room on the
@@ -49,6 +61,9 @@ class Wire {
     losing_ = false;
     return l;
   }
+  // Whether frames carried in GSO packets (UDP/IPv4, packet_wire.cpp)
+  // reach this endpoint: advertised in its HELLO.
+  virtual bool accepts_gso() const noexcept { return false; }
   virtual const uint8_t* mac() const noexcept = 0;
   // Whether the link can carry frames now (slow path: may syscall).
   virtual bool link_up() noexcept { return true; }
