@@ -65,6 +65,11 @@ class Device {
   // Largest payload of one packet: to any peer, and to this one.
   virtual size_t max_payload() const noexcept = 0;
   virtual size_t max_payload(PeerId) const noexcept { return max_payload(); }
+  // Largest payload of one packet taken from this peer: more than what is
+  // sent to it where the peer may send larger ones (pmeth's GSO mode sends
+  // 42 bytes less per frame to peers in it; a peer may not know yet, or
+  // ever, that we are).
+  virtual size_t rx_max_payload(PeerId peer) const noexcept { return max_payload(peer); }
 
   // Sends one packet: 0, -FI_EAGAIN (no room now; retry), or an error that
   // means the peer cannot be reached (-FI_EHOSTUNREACH, -FI_ECONNRESET).

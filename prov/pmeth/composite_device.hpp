@@ -46,7 +46,13 @@ class CompositeDevice final : public Device {
   const void* peer_name(PeerId peer, size_t* len) const noexcept override;
   size_t max_payload() const noexcept override { return std::min(eth_->max_payload(), shm_->max_payload()); }
   size_t max_payload(PeerId peer) const noexcept override {
-    return peer < peers_.size() ? on(peer, [](auto& d, PeerId q) { return static_cast<const Device&>(d).max_payload(q); }) : max_payload();
+    return peer < peers_.size() ? on(peer, [](auto& d, PeerId q) { return static_cast<const Device&>(d).max_payload(q); })
+                                : max_payload();
+  }
+  size_t rx_max_payload(PeerId peer) const noexcept override {
+    return peer < peers_.size()
+               ? on(peer, [](auto& d, PeerId q) { return static_cast<const Device&>(d).rx_max_payload(q); })
+               : max_payload();
   }
   int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
            size_t len) noexcept override {

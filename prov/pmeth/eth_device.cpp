@@ -79,6 +79,7 @@ EthDevice::EthDevice(const DeviceConfig& cfg, std::vector<std::unique_ptr<Wire>>
     memcpy(self_.mac[r], rails[r]->mac(), 6);
     mtu = std::min(mtu, rails[r]->mtu());
     link_mtu = std::min(link_mtu, rails[r]->link_mtu());
+    adv_gso_ = (r == 0 || adv_gso_) && rails[r]->accepts_gso();
     rails_.push_back(Rail{std::move(rails[r])});
   }
   encode_name(name_, self_);
@@ -305,7 +306,7 @@ bool EthDevice::emit(Peer& p, unsigned rail, uint8_t* f, size_t len) {
   memcpy(f + 6, self_.mac[rail], 6);
   sign(f);
   Frame fr{f, len};
-  fr.gso = p.gso;
+  fr.gso = gso_to(p);
   Rail& r = rails_[rail];
   if (r.wire->tx_burst(&fr, 1) == 1) {
     tx_pending_ = true;
@@ -344,9 +345,7 @@ void EthDevice::send_hello(Peer& p, uint8_t type) {
   uint8_t* f = scratch_.data();
   build_hdr(f, p, type, 0, uint16_t(kNameLen + kHelloCapsLen));
   memcpy(f + kBodyOff, name_, kNameLen);
-  uint32_t caps = 0;
-  if (std::all_of(rails_.begin(), rails_.end(), [](const Rail& r) { return r.wire->accepts_gso(); }))
-    caps |= kCapGso;
+  uint32_t caps = adv_gso_ ? kCapGso : 0;
   put32(f + kBodyOff + kNameLen, caps);
   seal(f, kBodyOff + kNameLen + kHelloCapsLen);
   emit(p, ctrl_rail(p), f, kBodyOff + kNameLen + kHelloCapsLen);
@@ -394,7 +393,7 @@ int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
     // the first record of a bundle).
     TxSlot& o = p.ring[open_.seq % cfg_.window];
     size_t add = kRecHdr + kCoreHdr + len + (open_.recs == 1 ? kRecHdr : 0);
-    if (o.seq == open_.seq && bundleable(len) && open_.len + add <= frame_cap_) {
+    if (o.seq == open_.seq && bundleable(len) && open_.len + add <= kFrameOverhead + max_payload(peer)) {
       uint8_t* f = o.frame.get();
       if (open_.recs == 1) {
         size_t r0 = open_.len - kBodyOff;
@@ -798,6 +797,7 @@ void EthDevice::revive(PeerId id, uint64_t now, PacketSink& sink) {
   do e = random32(); while (e == p.my_epoch);
   p.my_epoch = e;
   p.epoch = 0;
+  p.gso = false;
   if (p.ring.empty()) p.ring.resize(cfg_.window);
   if (p.reorder.empty()) p.reorder.resize(cfg_.window);
   p.state = Peer::kNew;
@@ -944,8 +944,12 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
       reset_peer(id, &sink);
     }
     Peer& q = peers_[id];
+    // Learnt once per session: the payload size to the peer (and an
+    // atomic's reply) must not change under traffic (a late HELLO_ACK
+    // after the session came up without it leaves it as it was).
+    if (q.state != Peer::kUp || q.epoch != h.src_epoch)
+      q.gso = h.len >= kNameLen + kHelloCapsLen && (get32(body + kNameLen) & kCapGso);
     q.epoch = h.src_epoch;
-    q.gso = h.len >= kNameLen + kHelloCapsLen && (get32(body + kNameLen) & kCapGso);
     if (q.ring.empty()) q.ring.resize(cfg_.window);
     if (q.reorder.empty()) q.reorder.resize(cfg_.window);
     q.state = Peer::kUp;
@@ -1234,6 +1238,7 @@ void EthDevice::run_peer_timers(Peer& p, uint64_t now, uint64_t rto_max, uint64_
 // probe or (trunks) link check.
 uint64_t EthDevice::next_timer_ns() const noexcept {
   uint64_t t = rails_.size() > 1 ? next_link_ns_ : UINT64_MAX;
+  if (tx_pending_) t = now_ns() + 20000;  // a run the ring had no room for (Wire::tx_held)
   if (kick_pending_) t = std::min(t, next_kick_ns_);
   for (PeerId id : ack_due_) t = std::min(t, peers_[id].ack_deadline ? peers_[id].ack_deadline : t);
   for (PeerId id : timed_) {

@@ -90,12 +90,13 @@ class EthDevice final : public Device {
   PeerId resolve(const void* name, size_t len) noexcept override;
   const void* peer_name(PeerId peer, size_t* len) const noexcept override;
   size_t max_payload() const noexcept override { return max_payload_; }
-  // Per peer: one that takes GSO packets gets frames 42 bytes shorter
-  // (they may travel in one); any other, frames as long as the link allows
-  // (it sends such, and the receive limit is this).
+  // Per peer: where both sides take GSO packets, frames 42 bytes shorter
+  // (they may travel in one); else as long as the link allows. From any
+  // peer, frames as long as the link allows (it may not know about us).
   size_t max_payload(PeerId peer) const noexcept override {
-    return peer < peers_.size() && !peers_[peer].gso ? link_payload_ : max_payload_;
+    return peer < peers_.size() && adv_gso_ && peers_[peer].gso ? max_payload_ : link_payload_;
   }
+  size_t rx_max_payload(PeerId) const noexcept override { return link_payload_; }
   int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
            size_t len) noexcept override;
   void flush() noexcept override {
@@ -164,7 +165,7 @@ class EthDevice final : public Device {
     EthName name;
     uint8_t name_bytes[kNameLen] = {0};
     bool name_known = false;      // host id learnt (AV insert or handshake)
-    bool gso = false;             // its HELLO said kCapGso: frames may go in GSO packets
+    bool gso = false;             // its HELLO of this session said kCapGso
     enum State : uint8_t { kNew, kHelloSent, kUp, kUnreachable } state = kNew;
     uint32_t epoch = 0;           // the peer's epoch, 0 until known
     uint32_t my_epoch = 0;        // ours in this session (new after unreachable)
@@ -304,6 +305,8 @@ class EthDevice final : public Device {
   uint8_t name_[kNameLen];
   size_t max_payload_;
   size_t link_payload_;           // from the links' MTU: peers that take no GSO packets
+  bool adv_gso_ = false;          // every rail takes GSO packets: the HELLO says so
+  bool gso_to(const Peer& p) const noexcept { return adv_gso_ && p.gso; }
   size_t frame_cap_;              // the largest frame: Ethernet header + MTU
   // The data frame being filled with small packets for one peer (the
   // seed's network burst): it goes out at flush(), or when the next packet

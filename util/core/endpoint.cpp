@@ -299,7 +299,8 @@ void Endpoint::progress() {
     for (auto& a : atomics) {
       RxPacket raw{a.peer, &a.hdr, a.payload.data(), a.payload.size()};
       CheckedPacket pk;
-      limits_.max_payload = dev_->max_payload(a.peer);
+      limits_.max_payload = dev_->rx_max_payload(a.peer);
+      limits_.reply_payload = dev_->max_payload(a.peer);
       if (!check_packet(raw, limits_, &pk)) on_atomic(pk);  // checked before; a copy of it
     }
   }
@@ -314,7 +315,8 @@ void Endpoint::progress() {
 // handler of the op. Returns false when the packet must wait (no room).
 bool Endpoint::on_packet(const RxPacket& pkt) noexcept {
   CheckedPacket pk;
-  limits_.max_payload = dev_->max_payload(pkt.peer);  // per peer (composite: its device's)
+  limits_.max_payload = dev_->rx_max_payload(pkt.peer);  // per peer (composite: its device's)
+  limits_.reply_payload = dev_->max_payload(pkt.peer);
   if (const char* why = check_packet(pkt, limits_, &pk)) {
     drop(pkt.peer, why);
     return true;

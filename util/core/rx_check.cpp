@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "core/rx_check.hpp"
 
 #include "core/atomic_ops.hpp"
@@ -85,7 +86,8 @@ const char* check_core(const PktHdr& h, const uint8_t* p, size_t plen, const RxL
     fi_datatype dt = fi_datatype(h.reserved >> 8);
     size_t sz = atomic_size(dt);
     if (!sz) return "unknown atomic datatype";
-    if (!h.msg_len || h.msg_len > kMaxAtomicCount || h.msg_len * sz > lim.max_payload)
+    size_t reply = lim.reply_payload ? std::min(lim.reply_payload, lim.max_payload) : lim.max_payload;
+    if (!h.msg_len || h.msg_len > kMaxAtomicCount || h.msg_len * sz > reply)
       return "atomic count out of range";
     uint64_t want = op == FI_ATOMIC_READ ? 0 : h.msg_len * sz * ((h.flags & kPktCompare) ? 2 : 1);
     if (plen != want) return "atomic operands of the wrong size";

@@ -17,7 +17,8 @@ namespace pm {
 
 // Limits an endpoint sets for what a peer may claim.
 struct RxLimits {
-  size_t max_payload = 0;   // largest payload of one packet from any peer
+  size_t max_payload = 0;   // largest payload of one packet from this peer
+  size_t reply_payload = 0; // largest packet to it (an atomic's reply fits one); 0: max_payload
   uint64_t max_msg = 0;     // ep_attr->max_msg_size
   uint64_t eager_max = 0;   // largest message a peer may send eagerly
   bool dgram = false;       // FI_EP_DGRAM: one packet per message
