@@ -90,8 +90,8 @@ EthDevice::EthDevice(const DeviceConfig& cfg, std::vector<std::unique_ptr<Wire>>
   uint32_t w = 8;
   while (w < cfg_.window && w < 32768) w <<= 1;
   cfg_.window = w;
-  scratch_.resize(kEthHdr + std::max(mtu, link_mtu) + 64);
-  frame_cap_ = kEthHdr + std::max(mtu, link_mtu);
+  scratch_.resize(kEthHdr + link_mtu + 64);  // link_mtu >= mtu: frames to peers without GSO
+  frame_cap_ = kEthHdr + link_mtu;
   adv_window_ = uint16_t(std::min<uint32_t>(cfg_.window, 65535));
   update_window(now_ns());
 }

@@ -94,7 +94,7 @@ class EthDevice final : public Device {
   // (they may travel in one); else as long as the link allows. From any
   // peer, frames as long as the link allows (it may not know about us).
   size_t max_payload(PeerId peer) const noexcept override {
-    return peer < peers_.size() && adv_gso_ && peers_[peer].gso ? max_payload_ : link_payload_;
+    return peer < peers_.size() && gso_to(peers_[peer]) ? max_payload_ : link_payload_;
   }
   size_t rx_max_payload(PeerId) const noexcept override { return link_payload_; }
   int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,

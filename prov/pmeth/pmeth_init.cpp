@@ -136,11 +136,11 @@ constexpr uint32_t kProvVersion = FI_VERSION(1, 0);
 
 bool loopback_backend() { return g_params.get_string("backend") == "loopback"; }
 
-// FI_PMETH_WIRE, or loopback under FI_PMETH_BACKEND=loopback.
-// GSO mode's outer IPv4 and UDP headers take this much of each frame
-// (packet_wire.cpp): what fi_info offers per frame is smaller by as much.
-size_t gso_headers() { return g_params.get_bool("gso") ? 20 + 8 + 14 : 0; }
+// GSO mode's outer headers take this much of each frame (packet_wire.cpp):
+// what fi_info offers per frame is smaller by as much.
+size_t gso_headers() { return g_params.get_bool("gso") ? kGsoOuter : 0; }
 
+// FI_PMETH_WIRE, or loopback under FI_PMETH_BACKEND=loopback.
 bool wire_kind(WireKind* k, std::string* why) {
   if (loopback_backend()) {
     *k = WireKind::kLoop;

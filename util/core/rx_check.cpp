@@ -1,5 +1,6 @@
-#include <algorithm>
 #include "core/rx_check.hpp"
+
+#include <algorithm>
 
 #include "core/atomic_ops.hpp"
 #include "core/tag_matcher.hpp"

@@ -48,7 +48,7 @@ constexpr uint8_t kGsoUdpL4 = 5;  // Linux 6.2 and later; older kernels refuse i
 // way each segment begins with the frame's own Ethernet header, so the
 // receiver hands segments on as frames without copying.
 constexpr size_t kVnet = sizeof(VnetHdr);
-constexpr size_t kOuter = 14 + 20 + 8;  // Ethernet, IPv4, UDP
+constexpr size_t kOuter = kGsoOuter;  // Ethernet, IPv4, UDP
 constexpr size_t kMaxGsoPayload = 65535 - 20 - 8;
 constexpr size_t kMaxSegs = 64;  // the kernel's UDP_MAX_SEGMENTS (at least 64)
 constexpr size_t kFrameIds = 26;  // a frame's MACs and destination endpoint id (bytes 22-25)
@@ -282,15 +282,13 @@ class PacketWire final : public Wire {
   int tx_burst_gso(const Frame* f, int n) noexcept {
     for (int i = 0; i < n; i++) {
       const Frame& fr = f[i];
-      if (stage_segs_) {
+      if (stage_bytes_) {
         const uint8_t* first = stage_.data() + kVnet + kOuter;
-        if (!stage_closed_ && fr.gso && fr.len >= kFrameIds && fr.len <= full_len_ &&
+        if (stage_bytes_ % full_len_ == 0 && fr.gso && fr.len >= kFrameIds && fr.len <= full_len_ &&
             memcmp(fr.data, first, 6) == 0 && memcmp(fr.data + 22, first + 22, 4) == 0 &&
             kVnet + kOuter + stage_bytes_ + fr.len <= stage_.size()) {
           memcpy(stage_.data() + kVnet + kOuter + stage_bytes_, fr.data, fr.len);
-          stage_bytes_ += fr.len;
-          stage_segs_++;
-          stage_closed_ = fr.len < full_len_;
+          stage_bytes_ += fr.len;  // a shorter frame ends the run (the rest no longer divides)
           continue;
         }
         if (!stage_out()) return i;
@@ -298,8 +296,6 @@ class PacketWire final : public Wire {
       if (fr.gso && fr.len == full_len_ && gso_ok_) {
         memcpy(stage_.data() + kVnet + kOuter, fr.data, fr.len);
         stage_bytes_ = fr.len;
-        stage_segs_ = 1;
-        stage_closed_ = false;
         continue;
       }
       if (ring_put(&fr, 1) != 1) return i;
@@ -312,7 +308,8 @@ class PacketWire final : public Wire {
   // a full send buffer). False when the ring has no room (the rest stays).
   bool stage_out() noexcept {
     uint8_t* inner = stage_.data() + kVnet + kOuter;
-    if (stage_segs_ > 1 && gso_ok_) {
+    size_t segs = stage_segs();
+    if (segs > 1 && gso_ok_) {
       kick();
       uint8_t* p = stage_.data();
       VnetHdr vh{};
@@ -345,8 +342,7 @@ class PacketWire final : public Wire {
       put_be16(udp + 6, fold(IPPROTO_UDP + 8 + uint32_t(stage_bytes_)));
       if (send(gso_fd_.get(), p, kVnet + kOuter + stage_bytes_, MSG_DONTWAIT) >= 0) {
         gso_sent_++;
-        gso_frames_ += stage_segs_;
-        stage_segs_ = 0;
+        gso_frames_ += segs;
         stage_bytes_ = 0;
         return true;
       }
@@ -355,7 +351,7 @@ class PacketWire final : public Wire {
         // one by one from now on (the MTU stays as it was given out).
         gso_ok_ = false;
       } else {
-        gso_busy_ += stage_segs_;  // the send buffer is full: these go frame by frame
+        gso_busy_ += segs;  // the send buffer is full: these go frame by frame
       }
     }
     size_t off = 0;
@@ -365,12 +361,10 @@ class PacketWire final : public Wire {
       if (ring_put(&one, 1) != 1) {
         memmove(inner, inner + off, stage_bytes_ - off);  // keep the rest, in order
         stage_bytes_ -= off;
-        stage_segs_ = (stage_bytes_ + full_len_ - 1) / full_len_;
         return false;
       }
       off += len;
     }
-    stage_segs_ = 0;
     stage_bytes_ = 0;
     return true;
   }
@@ -382,15 +376,16 @@ class PacketWire final : public Wire {
   }
 
   void tx_flush() noexcept override {
-    if (stage_segs_ && !stage_out()) {
+    if (stage_bytes_ && !stage_out()) {
       kick();  // the ring was full: the kernel takes what it holds, then again
       stage_out();
     }
     kick();
   }
-  bool tx_held() const noexcept override { return stage_segs_ != 0; }
+  bool tx_held() const noexcept override { return stage_bytes_ != 0; }
+  // Frames in the run: all full but the last.
+  size_t stage_segs() const noexcept { return (stage_bytes_ + full_len_ - 1) / full_len_; }
   bool accepts_gso() const noexcept override { return gso_; }
-
 
   int rx_burst(Frame* f, int max) noexcept override {
     if (gso_) return rx_burst_gso(f, max);
@@ -403,7 +398,7 @@ class PacketWire final : public Wire {
       if (st & TP_STATUS_LOSING) losing_ = true;
       f[n].data = reinterpret_cast<uint8_t*>(h) + h->tp_mac;
       f[n].len = h->tp_snaplen;
-      f[n].rx_real_ns = uint64_t(h->tp_sec) * 1000000000ull + h->tp_nsec;
+      f[n].rx_real_ns = slot_ns(h);
       n++;
       idx = (idx + 1) % rx_.tp_frame_nr;
     }
@@ -435,7 +430,7 @@ class PacketWire final : public Wire {
           rx_more_ = true;  // its buffer holds frames of this burst
           break;
         }
-        cur_ns_ = uint64_t(h->tp_sec) * 1000000000ull + h->tp_nsec;
+        cur_ns_ = slot_ns(h);
         open_packet(h, st);
         if (!cur_left_) {  // nothing usable in it
           slots++;
@@ -604,6 +599,11 @@ class PacketWire final : public Wire {
   }
 
  private:
+  // When the kernel took the slot's packet (CLOCK_REALTIME, ns).
+  static uint64_t slot_ns(const tpacket2_hdr* h) noexcept {
+    return uint64_t(h->tp_sec) * 1000000000ull + h->tp_nsec;
+  }
+
   void track_rx_head() {
     rx_flag_ = &reinterpret_cast<tpacket2_hdr*>(ring_ + size_t(rx_head_) * frame_size_)->tp_status;
     rx_mask_ = TP_STATUS_USER;
@@ -642,8 +642,7 @@ class PacketWire final : public Wire {
   size_t full_len_ = 0;  // a full frame: 14 + mtu()
   size_t rcvbuf_ = 0;
   std::vector<uint8_t> stage_;  // virtio-net header, outer headers, the run
-  size_t stage_bytes_ = 0, stage_segs_ = 0;
-  bool stage_closed_ = false;
+  size_t stage_bytes_ = 0;      // the run's frames (0: no run open)
   std::vector<uint8_t> copy_buf_;
   bool copy_used_ = false;  // frames of this burst point into copy_buf_
   bool rx_more_ = false;    // the last burst stopped with frames waiting

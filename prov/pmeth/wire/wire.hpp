@@ -79,6 +79,10 @@ class Wire {
   bool losing_ = false;
 };
 
+// GSO mode's outer headers (Ethernet, IPv4, UDP) before each frame carried
+// in a GSO packet: frames to a peer in it are this much shorter.
+constexpr size_t kGsoOuter = 14 + 20 + 8;
+
 // How an XDP program is attached: native (in the driver) or generic (SKB).
 enum class XdpMode { kAuto, kNative, kSkb };
 
