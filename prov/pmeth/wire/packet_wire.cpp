@@ -503,12 +503,12 @@ class PacketWire final : public Wire {
     const uint8_t* ip = p + 14;
     if (et != ETH_P_IP || len < kOuter || ip[0] != 0x45 || ip[9] != IPPROTO_UDP || (be16(ip + 6) & 0x3fff) ||
         be16(ip + 22) != ethertype_) {
-      gso_rx_bad_++;
+      bad_.hdr++;  // not IPv4 without options, not UDP to our port, or a fragment
       return;
     }
     size_t said = be16(ip + 2);  // IPv4 total length
     if (said < 28 || be16(ip + 24) != said - 20) {
-      gso_rx_bad_++;
+      bad_.len++;  // shorter than its own headers, or IPv4 and UDP disagree
       return;
     }
     size_t body = said - 28;
@@ -516,12 +516,12 @@ class PacketWire final : public Wire {
     if (vh.gso_type != kGsoNone) {
       seg = vh.gso_size;
       if (seg < 64) {
-        gso_rx_bad_++;
+        bad_.seg++;  // segments too small to be frames
         return;
       }
     }
-    if (wire_len < kOuter + body) {  // claims more than the packet had
-      gso_rx_bad_++;
+    if (wire_len < kOuter + body) {
+      bad_.over++;  // claims more than the packet had
       return;
     }
     size_t have = len - kOuter;  // what the slot or the queue holds
@@ -578,10 +578,14 @@ class PacketWire final : public Wire {
   }
   std::string counters() const override {
     if (!gso_) return {};
-    char b[200];
-    snprintf(b, sizeof b, " gso_packets=%llu gso_frames=%llu gso_tx_busy=%llu gso_rx_bad=%llu gso_rx_lost=%llu%s",
+    char b[400];
+    snprintf(b, sizeof b,
+             " gso_packets=%llu gso_frames=%llu gso_tx_busy=%llu gso_rx_bad=%llu gso_bad_hdr=%llu gso_bad_len=%llu"
+             " gso_bad_seg=%llu gso_bad_over=%llu gso_rx_lost=%llu%s",
              (unsigned long long)gso_sent_, (unsigned long long)gso_frames_, (unsigned long long)gso_busy_,
-             (unsigned long long)gso_rx_bad_, (unsigned long long)gso_rx_lost_, gso_ok_ ? "" : " gso_refused=1");
+             (unsigned long long)(bad_.hdr + bad_.len + bad_.seg + bad_.over), (unsigned long long)bad_.hdr,
+             (unsigned long long)bad_.len, (unsigned long long)bad_.seg, (unsigned long long)bad_.over,
+             (unsigned long long)gso_rx_lost_, gso_ok_ ? "" : " gso_refused=1");
     return b;
   }
   // Administratively up and with carrier. The carrier comes from ethtool
@@ -650,7 +654,12 @@ class PacketWire final : public Wire {
   size_t cur_left_ = 0, cur_seg_ = 0;
   bool cur_copy_ = false;
   uint64_t cur_ns_ = 0;
-  uint64_t gso_sent_ = 0, gso_frames_ = 0, gso_busy_ = 0, gso_rx_bad_ = 0, gso_rx_lost_ = 0;
+  uint64_t gso_sent_ = 0, gso_frames_ = 0, gso_busy_ = 0, gso_rx_lost_ = 0;
+  // Packets open_packet refused, by reason (statistics; the attack test
+  // expects each).
+  struct {
+    uint64_t hdr = 0, len = 0, seg = 0, over = 0;
+  } bad_;
 };
 
 }  // namespace
