@@ -583,7 +583,8 @@ class PmEth final : public ProviderDef {
     wc.xdp_zerocopy = g_params.get_bool("xdp_zerocopy");
     wc.busy_poll_us = unsigned(std::max<int64_t>(g_params.get_int("busy_poll_us"), 0));
     wc.qdisc_bypass = g_params.get_bool("qdisc_bypass");
-    wc.gso = g_params.get_bool("gso");
+    // Not the loopback wire's test mode of it (wire/loop_wire.hpp).
+    wc.gso = g_params.get_bool("gso") && kind != WireKind::kLoop;
     // One wire per rail: the domain name is an interface, or a trunk a+b+...
     std::vector<std::unique_ptr<Wire>> rails;
     for (size_t start = 0; start <= domain.size();) {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -2413,4 +2414,111 @@ Test(eth, the_wait_fd_is_fed_only_while_armed) {
   g_b->arm_wait(false);
   cr_assert(pump([&] { return g_rb.got.size() == 3; }));
   check_pkt(g_rb.got[2], resolve(*g_b, *g_a), 2, 100);
+}
+
+// --- GSO mode: what each side learns of the other --------------------------
+namespace {
+
+// A device on a loop wire in the AF_PACKET wire's GSO mode (it takes GSO
+// packets, its mtu() is kGsoOuter less than the link's).
+std::unique_ptr<EthDevice> open_gso_dev(uint32_t ep, const DeviceConfig& cfg) {
+  WireConfig wc{g_seg, pm::eth::kDefaultEtherType, ep, 0, 0};
+  wc.gso = true;
+  int err = 0;
+  std::string why;
+  std::unique_ptr<Wire> w = pm::eth::open_loop_wire(wc, &err, &why);
+  cr_assert_not_null(w.get(), "open_loop_wire: %d %s", err, why.c_str());
+  cr_assert(w->accepts_gso());
+  std::unique_ptr<EthDevice> d = EthDevice::open(cfg, std::move(w), ep);
+  cr_assert_not_null(d.get());
+  return d;
+}
+
+constexpr size_t kGsoPayload = kMaxPayload - pm::eth::kGsoOuter;
+
+}  // namespace
+
+// Frames are shortened only between two peers that both take GSO packets
+// (each said so in its HELLO); to and from a peer that does not, they are
+// as long as the link allows, both ways.
+Test(eth, frames_are_shorter_only_between_two_gso_peers) {
+  g_a = open_gso_dev(1, slow_config());
+  g_b = open_gso_dev(2, slow_config());
+  g_c = open_dev(3, slow_config());
+  PeerId a_b = resolve(*g_a, *g_b), a_c = resolve(*g_a, *g_c);
+  cr_assert_eq(g_a->max_payload(), kGsoPayload);
+  cr_assert_eq(g_c->max_payload(), kMaxPayload);
+  send_blocking(*g_a, a_b, 1, 10);
+  send_blocking(*g_a, a_c, 2, 10);
+  cr_assert(pump([&] { return g_rb.got.size() == 1 && g_rc.got.size() == 1; }));
+  PeerId b_a = resolve(*g_b, *g_a), c_a = resolve(*g_c, *g_a);
+  cr_assert_eq(g_a->max_payload(a_b), kGsoPayload);
+  cr_assert_eq(g_b->max_payload(b_a), kGsoPayload);
+  cr_assert_eq(g_a->max_payload(a_c), kMaxPayload);
+  cr_assert_eq(g_c->max_payload(c_a), kMaxPayload);
+  // Whatever a peer knows of us, we take frames as long as the link allows.
+  cr_assert_eq(g_a->rx_max_payload(a_b), kMaxPayload);
+  cr_assert_eq(g_a->rx_max_payload(a_c), kMaxPayload);
+  cr_assert_eq(send_pkt(*g_a, a_b, 3, kGsoPayload + 1), -FI_EINVAL);
+  cr_assert_eq(send_pkt(*g_a, a_b, 4, kGsoPayload), 0);
+  cr_assert_eq(send_pkt(*g_a, a_c, 5, kMaxPayload), 0);
+  cr_assert_eq(send_pkt(*g_c, c_a, 6, kMaxPayload), 0);
+  cr_assert_eq(send_pkt(*g_b, b_a, 7, kGsoPayload), 0);
+  g_a->flush(), g_b->flush(), g_c->flush();
+  cr_assert(pump([&] { return g_ra.got.size() == 2 && g_rb.got.size() == 2 && g_rc.got.size() == 2; }));
+  check_pkt(g_rb.got[1], b_a, 4, kGsoPayload);
+  check_pkt(g_rc.got[1], c_a, 5, kMaxPayload);
+  bool c_first = g_ra.got[0].peer == a_c;
+  check_pkt(g_ra.got[c_first ? 0 : 1], a_c, 6, kMaxPayload);
+  check_pkt(g_ra.got[c_first ? 1 : 0], a_b, 7, kGsoPayload);
+  check_drops(*g_a, Drops{}, "a");
+}
+
+// A's HELLO reaches B, B's HELLO_ACK does not reach A (a wire of the
+// segment takes it in A's place), and B's first DATA brings A's side of the
+// session up (the ACK is implied): A never learnt that B takes GSO packets,
+// so it sends B frames as long as the link allows, which B takes; B, which
+// learnt A's from the HELLO, sends shorter ones. When the HELLO_ACK arrives
+// late, under traffic, A keeps to what it had.
+Test(eth, a_session_up_without_the_hello_ack_keeps_to_what_each_side_learnt) {
+  g_a = open_gso_dev(1, slow_config());
+  g_b = open_gso_dev(2, slow_config());
+  PeerId a_b = resolve(*g_a, *g_b);
+  cr_assert_eq(send_pkt(*g_a, a_b, 1, 10), -FI_EAGAIN);  // the HELLO
+  g_raw = open_wire(1, g_seg);                             // now gets A's frames
+  cr_assert_eq(g_b->poll(g_rb, 64), 1);
+  Frame fr[4];
+  cr_assert_eq(g_raw->rx_burst(fr, 4), 1);
+  std::vector<uint8_t> hello_ack(fr[0].data, fr[0].data + fr[0].len);
+  g_raw->rx_release();
+  cr_assert_eq(pm::eth::decode_hdr(hello_ack.data() + pm::eth::kEthHdr).type, pm::eth::kHelloAck);
+  g_raw.reset();
+  PeerId b_a = resolve(*g_b, *g_a);
+  cr_assert_eq(g_b->max_payload(b_a), kGsoPayload);
+  cr_assert_eq(send_pkt(*g_b, b_a, 2, kGsoPayload), 0);
+  g_b->flush();
+  cr_assert_eq(g_a->poll(g_ra, 64), 1);
+  cr_assert_eq(g_ra.got.size(), 1u);
+  check_pkt(g_ra.got[0], a_b, 2, kGsoPayload);
+  cr_assert_eq(g_a->max_payload(a_b), kMaxPayload, "A learnt B's GSO mode without its HELLO_ACK");
+  cr_assert_eq(send_pkt(*g_a, a_b, 3, kMaxPayload), 0);
+  g_a->flush();
+  cr_assert(pump([&] { return g_rb.got.size() == 1 && g_a->tx_state(a_b, 1) == 1; }));
+  check_pkt(g_rb.got[0], b_a, 3, kMaxPayload);
+  // The HELLO_ACK, late: taken (not stale), and nothing changes.
+  uint64_t stale = dev_stat(*g_a, "stale");
+  g_raw = open_wire(99, g_seg);
+  cr_assert_eq(g_raw->tx_burst(std::array<Frame, 1>{Frame{hello_ack.data(), hello_ack.size()}}.data(), 1), 1);
+  cr_assert_eq(send_pkt(*g_a, a_b, 4, kMaxPayload), 0);
+  cr_assert_eq(send_pkt(*g_b, b_a, 5, kGsoPayload), 0);
+  g_a->flush(), g_b->flush();
+  cr_assert(pump([&] { return g_ra.got.size() == 2 && g_rb.got.size() == 2; }));
+  cr_assert_eq(dev_stat(*g_a, "stale"), stale, "the late HELLO_ACK was not taken as one of this session");
+  cr_assert_eq(g_a->max_payload(a_b), kMaxPayload, "a late HELLO_ACK changed the size under traffic");
+  check_pkt(g_rb.got[1], b_a, 4, kMaxPayload);
+  check_pkt(g_ra.got[1], a_b, 5, kGsoPayload);
+  check_drops(*g_a, Drops{}, "a");
+  check_drops(*g_b, Drops{}, "b");
+  cr_assert_eq(peer_stat(*g_a, 2, "retrans"), 0u);
+  cr_assert_eq(peer_stat(*g_b, 1, "retrans"), 0u);
 }

@@ -136,7 +136,9 @@ class LoopWire final : public Wire {
 
   void rx_release() noexcept override { taken_.clear(); }
   int fd() const noexcept override { return efd_.get(); }
-  size_t mtu() const noexcept override { return 1500; }
+  size_t mtu() const noexcept override { return cfg_.gso ? 1500 - kGsoOuter : 1500; }
+  size_t link_mtu() const noexcept override { return 1500; }
+  bool accepts_gso() const noexcept override { return cfg_.gso; }
   const uint8_t* mac() const noexcept override { return mac_; }
   const char* kind() const noexcept override { return "loopback"; }
   bool link_up() noexcept override {

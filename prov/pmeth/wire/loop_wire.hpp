@@ -1,5 +1,8 @@
 // The in-process loopback wire: a named segment inside this process that
 // delivers frames to the endpoint they address, with programmable faults.
+// With WireConfig::gso it says it takes GSO packets and its mtu() is
+// kGsoOuter less than the link's, as the AF_PACKET wire's GSO mode (for
+// tests of what peers learn of it); frames still travel one by one.
 #pragma once
 
 #include <string>
