@@ -52,6 +52,13 @@ constexpr size_t kOuter = kGsoOuter;  // Ethernet, IPv4, UDP
 constexpr size_t kMaxGsoPayload = 65535 - 20 - 8;
 constexpr size_t kMaxSegs = 64;  // the kernel's UDP_MAX_SEGMENTS (at least 64)
 constexpr size_t kFrameIds = 26;  // a frame's MACs and destination endpoint id (bytes 22-25)
+// GSO mode's receive slot at least: a packet of five frames at MTU 1500
+// (a 4 KiB message) fits whole, with the slot's and virtio-net headers.
+// Larger packets wait in the socket's queue (TP_STATUS_COPY) and cost a
+// recv; measured, that took 3-5 us of a 2 KiB message's half round trip
+// over veth (docs/performance.md). The ring then has a quarter of the
+// slots it had at 2 KiB, so a quarter of the receive window to share.
+constexpr size_t kGsoRxSlot = 8192;
 
 uint16_t be16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 void put_be16(uint8_t* p, uint16_t v) {
@@ -133,11 +140,12 @@ class PacketWire final : public Wire {
 
     // GSO mode: a packet of one segment cut by a NIC (outer headers and a
     // full frame: the MTU before the 42 bytes went) and its virtio-net
-    // header fit too.
-    frame_size_ = pow2_at_least(TPACKET2_HDRLEN + 64 + mtu_ + 14 + (gso_ ? kOuter + kVnet : 0));
-    size_t block = frame_size_ > (1u << 16) ? frame_size_ : (1u << 16);
-    rx_ = make_req(cfg.rx_ring_bytes, block);
-    tx_ = make_req(cfg.tx_ring_bytes, block);
+    // header fit too; and receive slots take a packet of a short run whole
+    // (kGsoRxSlot), so that it skips the socket's queue and its recv.
+    tx_frame_size_ = pow2_at_least(TPACKET2_HDRLEN + 64 + mtu_ + 14 + (gso_ ? kOuter + kVnet : 0));
+    frame_size_ = gso_ ? std::max(tx_frame_size_, kGsoRxSlot) : tx_frame_size_;
+    rx_ = make_req(cfg.rx_ring_bytes, frame_size_);
+    tx_ = make_req(cfg.tx_ring_bytes, tx_frame_size_);
     if (setsockopt(fd_.get(), SOL_PACKET, PACKET_RX_RING, &rx_, sizeof rx_) != 0 ||
         setsockopt(fd_.get(), SOL_PACKET, PACKET_TX_RING, &tx_, sizeof tx_) != 0) {
       *why = std::string("packet rings: ") + strerror(errno);
@@ -254,10 +262,10 @@ class PacketWire final : public Wire {
   int ring_put(const Frame* f, int n) noexcept {
     int done = 0;
     for (; done < n; done++) {
-      auto* h = reinterpret_cast<tpacket2_hdr*>(tx_base_ + size_t(tx_head_) * frame_size_);
+      auto* h = reinterpret_cast<tpacket2_hdr*>(tx_base_ + size_t(tx_head_) * tx_frame_size_);
       uint32_t st = __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
       if (st != TP_STATUS_AVAILABLE && st != TP_STATUS_WRONG_FORMAT) break;
-      if (f[done].len + kVnet > frame_size_ - TPACKET2_HDRLEN) break;
+      if (f[done].len + kVnet > tx_frame_size_ - TPACKET2_HDRLEN) break;
       uint8_t* data = reinterpret_cast<uint8_t*>(h) + TPACKET2_HDRLEN - sizeof(sockaddr_ll);
       size_t vh = gso_ ? kVnet : 0;  // a zero virtio-net header: no offload
       if (vh) memset(data, 0, vh);
@@ -613,14 +621,15 @@ class PacketWire final : public Wire {
     rx_mask_ = TP_STATUS_USER;
   }
 
-  tpacket_req make_req(size_t bytes, size_t block) const {
+  static tpacket_req make_req(size_t bytes, size_t slot) {
+    size_t block = slot > (1u << 16) ? slot : (1u << 16);
     tpacket_req r{};
     size_t nblocks = (bytes + block - 1) / block;
     if (nblocks < 2) nblocks = 2;
     r.tp_block_size = unsigned(block);
     r.tp_block_nr = unsigned(nblocks);
-    r.tp_frame_size = unsigned(frame_size_);
-    r.tp_frame_nr = unsigned(block / frame_size_ * nblocks);
+    r.tp_frame_size = unsigned(slot);
+    r.tp_frame_nr = unsigned(block / slot * nblocks);
     return r;
   }
 
@@ -629,7 +638,8 @@ class PacketWire final : public Wire {
   std::string iface_;
   size_t mtu_ = 1500;
   uint8_t mac_[6] = {0};
-  size_t frame_size_ = 0;
+  size_t frame_size_ = 0;     // a receive slot
+  size_t tx_frame_size_ = 0;  // a transmit slot (one frame)
   tpacket_req rx_{}, tx_{};
   uint8_t* ring_ = nullptr;
   size_t ring_len_ = 0;
