@@ -2505,15 +2505,23 @@ Test(eth, a_session_up_without_the_hello_ack_keeps_to_what_each_side_learnt) {
   g_a->flush();
   cr_assert(pump([&] { return g_rb.got.size() == 1 && g_a->tx_state(a_b, 1) == 1; }));
   check_pkt(g_rb.got[0], b_a, 3, kMaxPayload);
+  // B's receive limit is the link's, whatever A knows of B.
+  cr_assert_eq(g_b->rx_max_payload(b_a), kMaxPayload);
   // The HELLO_ACK, late: taken (not stale), and nothing changes.
-  uint64_t stale = dev_stat(*g_a, "stale");
+  while (g_a->poll(g_ra, 64) > 0 || g_b->poll(g_rb, 64) > 0) {
+  }
+  uint64_t stale = dev_stat(*g_a, "stale"), heard = peer_stat(*g_a, 2, "rx_frames");
   g_raw = open_wire(99, g_seg);
   cr_assert_eq(g_raw->tx_burst(std::array<Frame, 1>{Frame{hello_ack.data(), hello_ack.size()}}.data(), 1), 1);
+  cr_assert_eq(g_a->poll(g_ra, 64), 1, "the late HELLO_ACK did not reach A");
+  cr_assert_eq(peer_stat(*g_a, 2, "rx_frames"), heard + 1);
+  cr_assert_eq(dev_stat(*g_a, "stale"), stale, "the late HELLO_ACK was not taken as one of this session");
+  cr_assert_eq(g_a->max_payload(a_b), kMaxPayload, "a late HELLO_ACK changed the size");
   cr_assert_eq(send_pkt(*g_a, a_b, 4, kMaxPayload), 0);
   cr_assert_eq(send_pkt(*g_b, b_a, 5, kGsoPayload), 0);
   g_a->flush(), g_b->flush();
   cr_assert(pump([&] { return g_ra.got.size() == 2 && g_rb.got.size() == 2; }));
-  cr_assert_eq(dev_stat(*g_a, "stale"), stale, "the late HELLO_ACK was not taken as one of this session");
+  cr_assert_eq(dev_stat(*g_a, "stale"), stale);
   cr_assert_eq(g_a->max_payload(a_b), kMaxPayload, "a late HELLO_ACK changed the size under traffic");
   check_pkt(g_rb.got[1], b_a, 4, kMaxPayload);
   check_pkt(g_ra.got[1], a_b, 5, kGsoPayload);

@@ -3,6 +3,8 @@
 // With WireConfig::gso it says it takes GSO packets and its mtu() is
 // kGsoOuter less than the link's, as the AF_PACKET wire's GSO mode (for
 // tests of what peers learn of it); frames still travel one by one.
+// A frame goes to the wire of its destination MAC and endpoint id opened
+// last: a test can open a second wire of an id to take its frames.
 #pragma once
 
 #include <string>
