@@ -99,8 +99,10 @@ DeviceConfig slow_config() {
   return cfg;
 }
 
-std::unique_ptr<Wire> open_wire(uint32_t ep, const std::string& seg) {
+// gso: the loop wire with the AF_PACKET wire's GSO-mode sizes (loop_wire.hpp).
+std::unique_ptr<Wire> open_wire(uint32_t ep, const std::string& seg, bool gso = false) {
   WireConfig wc{seg, pm::eth::kDefaultEtherType, ep, 0, 0};
+  wc.gso = gso;
   int err = 0;
   std::string why;
   std::unique_ptr<Wire> w = pm::eth::open_loop_wire(wc, &err, &why);
@@ -2422,12 +2424,7 @@ namespace {
 // A device on a loop wire in the AF_PACKET wire's GSO mode (it takes GSO
 // packets, its mtu() is kGsoOuter less than the link's).
 std::unique_ptr<EthDevice> open_gso_dev(uint32_t ep, const DeviceConfig& cfg) {
-  WireConfig wc{g_seg, pm::eth::kDefaultEtherType, ep, 0, 0};
-  wc.gso = true;
-  int err = 0;
-  std::string why;
-  std::unique_ptr<Wire> w = pm::eth::open_loop_wire(wc, &err, &why);
-  cr_assert_not_null(w.get(), "open_loop_wire: %d %s", err, why.c_str());
+  std::unique_ptr<Wire> w = open_wire(ep, g_seg, true);
   cr_assert(w->accepts_gso());
   std::unique_ptr<EthDevice> d = EthDevice::open(cfg, std::move(w), ep);
   cr_assert_not_null(d.get());
