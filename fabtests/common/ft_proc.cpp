@@ -102,20 +102,18 @@ void pin_to_cpu_for_rank() {
              g_rank, cpu, std::strerror(errno));
 }
 
-namespace {
-// The entry of a per-rank list for the calling rank: the last one for ranks past its end.
-const std::string* entry_for_rank(const std::vector<std::string>& list) {
-    if (list.empty()) return nullptr;
-    return &list[std::min((size_t)g_rank, list.size() - 1)];
-}
-
-// FI_<PROV>_<what> = value in this rank; for a layered name the core
-// provider's ("tcp;ofi_rxm" -> FI_TCP_IFACE).
 void set_prov_var(const char* what, const std::string& value) {
     std::string var = "FI_" + g_opt.prov.substr(0, g_opt.prov.find(';')) + "_" + what;
     for (char& ch : var) ch = (char)std::toupper((unsigned char)ch);
     FT_CHECK(setenv(var.c_str(), value.c_str(), 1) == 0, "setenv %s: %s", var.c_str(), std::strerror(errno));
     log("rank %d: %s=%s", g_rank, var.c_str(), value.c_str());
+}
+
+namespace {
+// The entry of a per-rank list for the calling rank: the last one for ranks past its end.
+const std::string* entry_for_rank(const std::vector<std::string>& list) {
+    if (list.empty()) return nullptr;
+    return &list[std::min((size_t)g_rank, list.size() - 1)];
 }
 
 void enter_netns(const std::string& ns) {

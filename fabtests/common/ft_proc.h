@@ -68,6 +68,11 @@ void wait_peer_gone(int peer, double timeout_s, const ProgressFn& progress = nul
 // PID of another rank (exchanged at start-up).
 int peer_pid(int peer);
 
+// FI_<PROV>_<what> = value in the calling rank; for a layered name the core
+// provider's ("tcp;ofi_rxm" -> FI_TCP_IFACE). Knobs are read when used, so
+// set it before what it should change.
+void set_prov_var(const char* what, const std::string& value);
+
 // Pin the calling process to g_opt.cpus[rank] if a list was given.
 void pin_to_cpu_for_rank();
 

@@ -335,9 +335,14 @@ void case_wait_timeout() {
 // Operations that fail count as errors, not successes: refused RMA (unknown
 // key) bump the initiator counter's error value, and a change of the error
 // value unblocks fi_cntr_wait (fi_cntr(3)) early, without claiming success.
+// The target's progress thread is off: it would answer the bad write as soon
+// as it arrives (the target makes no progress call for longer than an
+// interval), and the refusal could then be counted before the initiator is
+// inside fi_cntr_wait, which only sees changes made while it waits.
 void case_errors() {
     constexpr size_t kLen = 256;
     fid_cntr* c = nullptr;
+    if (rank() == kTarget) set_prov_var("PROGRESS_THREAD", "0");
     EpConfig cfg = one_sided_config(kMrVirt);
     cfg.before_enable = [&](Endpoint& e) {
         if (rank() == kInit) {
@@ -354,7 +359,7 @@ void case_errors() {
         wait_signal_progress(ep, kInit, kReady);  // the valid writes are done
         signal_peer(kInit, kStopped);             // no progress from here ...
         wait_signal(kInit, kGo);                  // ... until the bad write is posted
-        sleep_ms(300);  // and the initiator is inside fi_cntr_wait before the refusal comes back
+        sleep_ms(1000);  // and the initiator is inside fi_cntr_wait before the refusal comes back
         wait_signal_progress(ep, kInit, kDone);
     } else {
         RemoteMr rm = recv_remote(ep, kTarget);
