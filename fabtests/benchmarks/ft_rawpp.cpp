@@ -9,6 +9,9 @@
 // window); bw_MBps counts payload bytes.
 //   ft_rawpp [-m pingpong|stream] [-S size] [-n iters] [-c cpu0,cpu1] [-v] [--short]
 // The interface is FI_PMETH_IFACE (per rank with FT_IFACE / FT_NETNS).
+// FT_RAW_GSO=1 opens the wire as pmeth's GSO mode does (every protocol
+// received, virtio-net headers, 8 KiB receive slots), to tell that mode's
+// kernel cost from pmeth's own.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -46,6 +49,8 @@ RawWire open_raw(size_t ring_bytes, size_t payload) {
     int err = 0;
     std::string why;
     pm::eth::WireConfig wc{ifc, kEtherType, me, ring_bytes, ring_bytes};
+    const char* gso = getenv("FT_RAW_GSO");
+    wc.gso = gso && std::strcmp(gso, "1") == 0;
     RawWire r;
     r.w = pm::eth::open_packet_wire(wc, &err, &why);
     FT_CHECK(r.w, "AF_PACKET on %s: %s", ifc, why.c_str());
