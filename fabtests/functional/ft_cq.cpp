@@ -180,8 +180,8 @@ void case_sread_wake() {
     if (rank() == kServer) {
         fi_cq_tagged_entry e{};
         auto r = post_recv(ep, 4096, true, 0x5EAD);
+        double t0 = now_s();  // before the signal: a preemption after it cannot shorten dt
         signal_peer(kClient, kGo);
-        double t0 = now_s();
         double deadline = t0 + 5.0;
         for (;;) {
             int left_ms = (int)((deadline - now_s()) * 1000);
@@ -242,8 +242,14 @@ void run_wait_fd(bool beside_sread) {
             ssize_t n = fi_cq_sread(other, &e, 1, nullptr, 50);
             FT_CHECK(n == -FI_EAGAIN, "fi_cq_sread on the idle CQ: %zd (%s)", n, errstr(n));
             FT_CALL(fi_close(&other->fid));
-            passed = true;
+        } else {
+            // Before the signal: the message cannot be in the CQ yet (with
+            // the signal first, a stall of 200 ms here would let the
+            // progress thread complete it, and poll() would never run).
+            int rc = fi_trywait(ep.fabric, fids, 1);
+            FT_CHECK(rc == 0, "fi_trywait with nothing pending: %d (%s)", rc, errstr(rc));
         }
+        passed = true;
         signal_peer(kClient, kGo);
         double t0 = now_s(), deadline = t0 + 5.0;
         int wakeups = 0;

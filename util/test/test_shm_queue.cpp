@@ -1196,6 +1196,10 @@ Test(shm, a_stopped_claimant_is_waited_for) {
   poll_until(*g_b, r, 1, 4 * kClaimTimeoutMs);
   cr_assert_eq(r.got.size(), 0u, "a stopped claimant's cell was skipped");
   cr_assert_eq(stat_of(*g_b, "skipped"), 0u);
+  // Stopped by now (a SIGCONT before its SIGSTOP would leave it stopped).
+  int st = 0;
+  cr_assert_eq(waitpid(c.pid, &st, WUNTRACED), c.pid);
+  cr_assert(WIFSTOPPED(st), "the claimant did not stop (status %#x)", st);
   kill(c.pid, SIGCONT);
   poll_until(*g_b, r, 2, 5000);
   cr_assert_eq(r.got.size(), 2u);
