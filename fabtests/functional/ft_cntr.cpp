@@ -359,7 +359,10 @@ void case_errors() {
         wait_signal_progress(ep, kInit, kReady);  // the valid writes are done
         signal_peer(kInit, kStopped);             // no progress from here ...
         wait_signal(kInit, kGo);                  // ... until the bad write is posted
-        sleep_ms(1000);  // and the initiator is inside fi_cntr_wait before the refusal comes back
+        // and the initiator is inside fi_cntr_wait before the refusal comes
+        // back (not much longer: pmeth declares a peer silent for
+        // FI_PMETH_DEAD_MS, 2 s in these suites, dead)
+        sleep_ms(500);
         wait_signal_progress(ep, kInit, kDone);
     } else {
         RemoteMr rm = recv_remote(ep, kTarget);
@@ -378,7 +381,7 @@ void case_errors() {
             return fi_write(ep.ep, buf.data(), kLen, nullptr, addr[kTarget], rm.at(0), ~rm.key, &bad[0].fctx);
         });
         signal_peer(kTarget, kGo);
-        // The refusal comes after the target's 1 s sleep: counted already,
+        // The refusal comes after the target's 500 ms sleep: counted already,
         // this rank stalled longer than that, and the wait cannot see it.
         const uint64_t err_before = fi_cntr_readerr(c);
         const double t0 = now_s();
@@ -393,7 +396,7 @@ void case_errors() {
                      "the error count changed during fi_cntr_wait but it did not return early (rc %d after %.3f s)", rc,
                      el);
         else
-            info("the refusal was counted before fi_cntr_wait began (this rank stalled over 1 s): its early return "
+            info("the refusal was counted before fi_cntr_wait began (this rank stalled over 0.5 s): its early return "
                  "is not checked this time");
         FT_EQ(fi_cntr_readerr(c), 1, "errors after a refused write");
         FT_EQ(fi_cntr_read(c), 2, "successes after a refused write");
