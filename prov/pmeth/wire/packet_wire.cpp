@@ -142,10 +142,9 @@ class PacketWire final : public Wire {
     // full frame: the MTU before the 42 bytes went) and its virtio-net
     // header fit too; and receive slots take a packet of a short run whole
     // (kGsoRxSlot), so that it skips the socket's queue and its recv.
-    tx_frame_size_ = pow2_at_least(TPACKET2_HDRLEN + 64 + mtu_ + 14 + (gso_ ? kOuter + kVnet : 0));
-    frame_size_ = gso_ ? std::max(tx_frame_size_, kGsoRxSlot) : tx_frame_size_;
-    rx_ = make_req(cfg.rx_ring_bytes, frame_size_);
-    tx_ = make_req(cfg.tx_ring_bytes, tx_frame_size_);
+    size_t tx_slot = pow2_at_least(TPACKET2_HDRLEN + 64 + mtu_ + 14 + (gso_ ? kOuter + kVnet : 0));
+    rx_ = make_req(cfg.rx_ring_bytes, gso_ ? std::max(tx_slot, kGsoRxSlot) : tx_slot);
+    tx_ = make_req(cfg.tx_ring_bytes, tx_slot);
     if (setsockopt(fd_.get(), SOL_PACKET, PACKET_RX_RING, &rx_, sizeof rx_) != 0 ||
         setsockopt(fd_.get(), SOL_PACKET, PACKET_TX_RING, &tx_, sizeof tx_) != 0) {
       *why = std::string("packet rings: ") + strerror(errno);
@@ -262,10 +261,10 @@ class PacketWire final : public Wire {
   int ring_put(const Frame* f, int n) noexcept {
     int done = 0;
     for (; done < n; done++) {
-      auto* h = reinterpret_cast<tpacket2_hdr*>(tx_base_ + size_t(tx_head_) * tx_frame_size_);
+      auto* h = reinterpret_cast<tpacket2_hdr*>(tx_base_ + size_t(tx_head_) * tx_.tp_frame_size);
       uint32_t st = __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
       if (st != TP_STATUS_AVAILABLE && st != TP_STATUS_WRONG_FORMAT) break;
-      if (f[done].len + kVnet > tx_frame_size_ - TPACKET2_HDRLEN) break;
+      if (f[done].len + kVnet > tx_.tp_frame_size - TPACKET2_HDRLEN) break;
       uint8_t* data = reinterpret_cast<uint8_t*>(h) + TPACKET2_HDRLEN - sizeof(sockaddr_ll);
       size_t vh = gso_ ? kVnet : 0;  // a zero virtio-net header: no offload
       if (vh) memset(data, 0, vh);
@@ -400,7 +399,7 @@ class PacketWire final : public Wire {
     int n = 0;
     uint32_t idx = rx_head_;
     while (n < max) {
-      auto* h = reinterpret_cast<tpacket2_hdr*>(ring_ + size_t(idx) * frame_size_);
+      auto* h = reinterpret_cast<tpacket2_hdr*>(ring_ + size_t(idx) * rx_.tp_frame_size);
       uint32_t st = __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
       if (!(st & TP_STATUS_USER)) break;
       if (st & TP_STATUS_LOSING) losing_ = true;
@@ -423,7 +422,7 @@ class PacketWire final : public Wire {
     uint32_t slots = 0;
     rx_more_ = false;
     while (n < max) {
-      auto* h = reinterpret_cast<tpacket2_hdr*>(ring_ + size_t(idx) * frame_size_);
+      auto* h = reinterpret_cast<tpacket2_hdr*>(ring_ + size_t(idx) * rx_.tp_frame_size);
       if (!cur_left_) {
         // Never round the ring: slots taken in this burst stay ours until
         // rx_release.
@@ -551,7 +550,7 @@ class PacketWire final : public Wire {
   void rx_release() noexcept override {
     copy_used_ = false;
     for (int i = 0; i < rx_taken_; i++) {
-      auto* h = reinterpret_cast<tpacket2_hdr*>(ring_ + size_t(rx_head_) * frame_size_);
+      auto* h = reinterpret_cast<tpacket2_hdr*>(ring_ + size_t(rx_head_) * rx_.tp_frame_size);
       __atomic_store_n(&h->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
       rx_head_ = (rx_head_ + 1) % rx_.tp_frame_nr;
     }
@@ -617,7 +616,7 @@ class PacketWire final : public Wire {
   }
 
   void track_rx_head() {
-    rx_flag_ = &reinterpret_cast<tpacket2_hdr*>(ring_ + size_t(rx_head_) * frame_size_)->tp_status;
+    rx_flag_ = &reinterpret_cast<tpacket2_hdr*>(ring_ + size_t(rx_head_) * rx_.tp_frame_size)->tp_status;
     rx_mask_ = TP_STATUS_USER;
   }
 
@@ -638,9 +637,7 @@ class PacketWire final : public Wire {
   std::string iface_;
   size_t mtu_ = 1500;
   uint8_t mac_[6] = {0};
-  size_t frame_size_ = 0;     // a receive slot
-  size_t tx_frame_size_ = 0;  // a transmit slot (one frame)
-  tpacket_req rx_{}, tx_{};
+  tpacket_req rx_{}, tx_{};  // the rings; tp_frame_size is a slot's size
   uint8_t* ring_ = nullptr;
   size_t ring_len_ = 0;
   uint8_t* tx_base_ = nullptr;
