@@ -76,6 +76,17 @@ class Device {
   virtual int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov,
                    size_t iovcnt, size_t offset, size_t len) noexcept = 0;
 
+  // send(), where the device may instead read the payload from the
+  // caller's buffers for as long as the packet may be sent again: 1 when it
+  // did (the caller keeps the buffers unchanged until tx_state() is no
+  // longer 0 for a ticket taken after this packet), 0 when it copied, or
+  // what send() returns. Devices that cannot copy.
+  virtual int send_ref(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
+                       size_t len) noexcept {
+    int rc = send(peer, hdr, iov, iovcnt, offset, len);
+    return rc > 0 ? 0 : rc;
+  }
+
   // Hands packets queued by send() to the hardware (end of a burst).
   virtual void flush() noexcept {}
 

@@ -59,6 +59,11 @@ class CompositeDevice final : public Device {
     if (peer >= peers_.size()) return -FI_EINVAL;
     return on(peer, [&](auto& d, PeerId sub) { return d.send(sub, hdr, iov, iovcnt, offset, len); });
   }
+  int send_ref(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
+               size_t len) noexcept override {
+    if (peer >= peers_.size()) return -FI_EINVAL;
+    return on(peer, [&](auto& d, PeerId sub) { return d.send_ref(sub, hdr, iov, iovcnt, offset, len); });
+  }
   void flush() noexcept override {
     shm_->flush();
     eth_->flush();

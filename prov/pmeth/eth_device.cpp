@@ -80,6 +80,7 @@ EthDevice::EthDevice(const DeviceConfig& cfg, std::vector<std::unique_ptr<Wire>>
     mtu = std::min(mtu, rails[r]->mtu());
     link_mtu = std::min(link_mtu, rails[r]->link_mtu());
     adv_gso_ = (r == 0 || adv_gso_) && rails[r]->accepts_gso();
+    gathers_ = gathers_ && rails[r]->gathers();
     rails_.push_back(Rail{std::move(rails[r])});
   }
   encode_name(name_, self_);
@@ -275,11 +276,15 @@ void EthDevice::build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint1
   encode_hdr(f + kEthHdr, h);
 }
 
-void EthDevice::seal(uint8_t* f, size_t len) {
+// A frame whose payload stays in the sender's buffer (tail) is summed as
+// the same frame copied whole would be.
+void EthDevice::seal(uint8_t* f, size_t len, const uint8_t* tail) {
   put64(f + kEthHdr + kMacOff, 0);  // emit() signs, once the addresses are known
   if (!cfg_.checksum) return;
   put32(f + kEthHdr + 44, 0);
-  put32(f + kEthHdr + 44, frame_sum(f + kEthHdr, f + kBodyOff, len - kBodyOff));
+  uint32_t body = tail ? payload_sum2(f + kBodyOff, kCoreHdr, tail, len - kFrameOverhead)
+                       : payload_sum(f + kBodyOff, len - kBodyOff);
+  put32(f + kEthHdr + 44, crc32c(0, f + kEthHdr, kPmHdr) ^ body);
 }
 
 // The MAC covers the Ethernet addresses and the header up to the MAC
@@ -301,15 +306,22 @@ bool EthDevice::authentic(const uint8_t* f) const {
 }
 
 // Addresses the frame for `rail` and queues it there.
-bool EthDevice::emit(Peer& p, unsigned rail, uint8_t* f, size_t len) {
+bool EthDevice::emit(Peer& p, unsigned rail, uint8_t* f, size_t len, TxSlot* lend) {
   memcpy(f, p.name.mac[rail], 6);
   memcpy(f + 6, self_.mac[rail], 6);
   sign(f);
   Frame fr{f, len};
   fr.gso = gso_to(p);
+  fr.stays = lend != nullptr;
+  if (lend && lend->tail) {
+    fr.len = kFrameOverhead;
+    fr.tail = lend->tail;
+    fr.tail_len = len - kFrameOverhead;
+  }
   Rail& r = rails_[rail];
   if (r.wire->tx_burst(&fr, 1) == 1) {
     tx_pending_ = true;
+    if (lend) lend->lent = flushes_;
     r.tx_frames++;
     r.tx_bytes += len;
     return true;
@@ -352,8 +364,8 @@ void EthDevice::send_hello(Peer& p, uint8_t type) {
   p.tx_frames++;
 }
 
-int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt,
-                    size_t offset, size_t len) noexcept {
+int EthDevice::send_frame(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
+                          size_t len, bool ref) noexcept {
   if (peer >= peers_.size() || len > max_payload(peer)) return -FI_EINVAL;
   Peer& p = peers_[peer];
   size_t flen = kFrameOverhead + len;
@@ -431,23 +443,27 @@ int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
     return -FI_EAGAIN;
   }
   TxSlot& s = p.ring[p.next_seq % cfg_.window];
+  unlend(s);
   if (!s.frame) s.frame = take_frame();
   uint8_t* f = s.frame.get();
   build_hdr(f, p, kData, p.next_seq, uint16_t(kCoreHdr + len), now);
   encode_core(f + kBodyOff, hdr);
-  iov_copy_from(iov, iovcnt, offset, f + kFrameOverhead, len);
+  s.tail = ref && len && !bundleable(len)
+               ? static_cast<const uint8_t*>(iov_contiguous(iov, iovcnt, offset, len))
+               : nullptr;
+  if (!s.tail) iov_copy_from(iov, iovcnt, offset, f + kFrameOverhead, len);
   unsigned rail = 0;
   if (bundleable(len)) {
     // A small packet: the frame stays open for more until flush().
     open_ = Open{peer, p.next_seq, flen, 1};
   } else {
-    seal(f, flen);
+    seal(f, flen, s.tail);
     rail = data_rail(p, flen);
-    if (!emit(p, rail, f, flen)) {
+    if (!emit(p, rail, f, flen, &s)) {
       // That rail's ring is full: another may have room (a slower rail
       // takes fewer frames).
       unsigned o = other_rail(p, rail);
-      if (o == rail || !emit(p, o, f, flen)) return -FI_EAGAIN;
+      if (o == rail || !emit(p, o, f, flen, &s)) return -FI_EAGAIN;
       rail = o;
     }
   }
@@ -463,7 +479,9 @@ int EthDevice::send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, siz
   p.tx_bytes += flen;
   if (!p.rto_deadline) p.rto_deadline = now + p.rto_ns;
   track(p);
-  return 0;
+  if (!s.tail) return 0;
+  st_.by_ref++;  // frames whose payload stayed in the sender's buffer
+  return 1;
 }
 
 std::unique_ptr<uint8_t[]> EthDevice::take_frame() {
@@ -487,8 +505,10 @@ void EthDevice::release_acked(Peer& p, uint32_t from, uint32_t to) {
     // Not sent yet, so no genuine ACK covers it: one that does (broken or
     // forged) must not take the buffer the open frame is still filled in.
     if (open_.peer == p.id && open_.seq == s) continue;
+    unlend(t);  // resent since the last flush
     give_frame(std::move(t.frame));
     t.len = 0;
+    t.tail = nullptr;  // the sender's buffer is no longer read
   }
 }
 
@@ -510,9 +530,9 @@ void EthDevice::close_open() noexcept {
   seal(f, o.len);
   s.len = uint32_t(o.len);
   unsigned rail = data_rail(p, o.len);
-  if (!emit(p, rail, f, o.len)) {
+  if (!emit(p, rail, f, o.len, &s)) {
     unsigned r2 = other_rail(p, rail);
-    if (r2 == rail || !emit(p, r2, f, o.len)) return;
+    if (r2 == rail || !emit(p, r2, f, o.len, &s)) return;
     rail = r2;
   }
   s.rail = uint8_t(rail);
@@ -540,6 +560,7 @@ bool EthDevice::retransmit(Peer& p, uint32_t seq, int rail, uint32_t* ts) {
   if (open_.peer != kNoPeer) close_open();  // it may be the open frame
   TxSlot& s = p.ring[seq % cfg_.window];
   if (s.seq != seq || !s.len || !s.frame) return false;
+  unlend(s);  // sent since the last flush, and rewritten now
   uint8_t* f = s.frame.get();
   FrameHdr h = decode_hdr(f + kEthHdr);
   h.ack = p.expected;
@@ -550,9 +571,9 @@ bool EthDevice::retransmit(Peer& p, uint32_t seq, int rail, uint32_t* ts) {
   h.window = p.rx_held ? 0 : adv_window_;
   h.csum = 0;
   encode_hdr(f + kEthHdr, h);
-  seal(f, s.len);
+  seal(f, s.len, s.tail);
   unsigned r = rail >= 0 ? unsigned(rail) : rail_usable(p, s.rail) ? s.rail : other_rail(p, s.rail);
-  if (!emit(p, r, f, s.len)) return false;
+  if (!emit(p, r, f, s.len, &s)) return false;
   s.sent_ns = now_ns();
   s.rail = uint8_t(r);
   p.retrans++;
@@ -777,9 +798,11 @@ void EthDevice::reset_peer(PeerId id, PacketSink* sink) {
   p.ack_deadline = 0;
   p.gap_since_ns = 0;
   for (auto& r : p.reorder) r.present = false;
+  flush_wires();  // the ring's frames may be lent
   for (auto& t : p.ring) {
     t.seq = 0;
     t.len = 0;
+    t.tail = nullptr;
     give_frame(std::move(t.frame));
   }
   if (sink) sink->on_peer_reset(id);
@@ -819,6 +842,7 @@ void EthDevice::declare_unreachable(Peer& p, const char* why) {
     held_.erase(std::remove_if(held_.begin(), held_.end(), [&](PeerId h) { return &peers_[h] == &p; }),
                 held_.end());
   }
+  flush_wires();  // the ring's frames may be lent
   p.ring.clear();
   p.reorder.clear();
 }
@@ -1420,7 +1444,7 @@ std::string EthDevice::stats(size_t max_peers) const {
            "injected=%llu tx_ring_full=%llu bad_mac=%llu replays=%llu held=%llu revived=%llu "
            "resets=%llu auth=%d bundled=%llu rx_bundles=%llu timer_passes=%llu timer_visits=%llu peers=%zu "
            "timed=%zu pooled_frames=%zu rx_ring_drops=%llu recoveries=%llu spurious_rto=%llu "
-           "recovery_resends=%llu adv_window=%u kicks=%llu kicked=%llu",
+           "recovery_resends=%llu adv_window=%u kicks=%llu kicked=%llu by_ref=%llu",
            (unsigned long long)st_.bad_len, (unsigned long long)st_.bad_version,
            (unsigned long long)st_.bad_job, (unsigned long long)st_.bad_ep, (unsigned long long)st_.bad_csum,
            (unsigned long long)st_.stale, (unsigned long long)st_.injected_drops,
@@ -1431,7 +1455,7 @@ std::string EthDevice::stats(size_t max_peers) const {
            (unsigned long long)st_.timer_visits, peers_.size(), timed_.size(), frame_pool_.size(),
            (unsigned long long)ring_drops, (unsigned long long)st_.recoveries,
            (unsigned long long)st_.spurious_rto, (unsigned long long)st_.recovery_resends, unsigned(adv_window_),
-           (unsigned long long)st_.kicks, (unsigned long long)st_.kicked);
+           (unsigned long long)st_.kicks, (unsigned long long)st_.kicked, (unsigned long long)st_.by_ref);
   s += buf;
   for (const Peer& p : peers_) {
     if (max_peers-- == 0) break;

@@ -98,15 +98,19 @@ class EthDevice final : public Device {
   }
   size_t rx_max_payload(PeerId) const noexcept override { return link_payload_; }
   int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
-           size_t len) noexcept override;
+           size_t len) noexcept override {
+    return send_frame(peer, hdr, iov, iovcnt, offset, len, false);
+  }
+  // A full data frame's payload stays where it is when the wires gather
+  // (Wire::gathers) and it lies in one iov entry: the frame's slot holds
+  // the headers, the payload is read on every (re)send until the ACK.
+  int send_ref(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
+               size_t len) noexcept override {
+    return send_frame(peer, hdr, iov, iovcnt, offset, len, gathers_);
+  }
   void flush() noexcept override {
     if (open_.peer != kNoPeer) close_open();
-    if (!tx_pending_) return;
-    tx_pending_ = false;
-    for (Rail& r : rails_) {
-      r.wire->tx_flush();
-      if (r.wire->tx_held()) tx_pending_ = true;  // again at the next flush
-    }
+    flush_wires();
   }
   uint64_t tx_ticket(PeerId peer) const noexcept override;
   int tx_state(PeerId peer, uint64_t ticket) noexcept override;
@@ -153,6 +157,8 @@ class EthDevice final : public Device {
     uint32_t seq = 0;
     uint64_t sent_ns = 0;
     uint8_t rail = 0;             // where it last went
+    uint32_t lent = 0;            // flushes_ when last lent to a wire (Frame::stays)
+    const uint8_t* tail = nullptr;  // the payload, in the sender's buffer (send_ref), or in the frame
   };
   struct RxSlot {
     std::vector<uint8_t> frame;
@@ -254,8 +260,25 @@ class EthDevice final : public Device {
   void sign(uint8_t* f) const;
   uint32_t now_us() const;
   void build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint16_t len, uint64_t now = 0);
-  void seal(uint8_t* f, size_t len);
-  bool emit(Peer& p, unsigned rail, uint8_t* f, size_t len);
+  void seal(uint8_t* f, size_t len, const uint8_t* tail = nullptr);
+  int send_frame(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset, size_t len,
+                 bool ref) noexcept;
+  bool emit(Peer& p, unsigned rail, uint8_t* f, size_t len, TxSlot* lend = nullptr);
+  // The wires hand on what they queued. Frames lent to them (emit's
+  // `lend`) are theirs to read until then: a lent frame is changed or
+  // freed only after unlend().
+  void flush_wires() noexcept {
+    if (!tx_pending_) return;
+    tx_pending_ = false;
+    flushes_++;
+    for (Rail& r : rails_) {
+      r.wire->tx_flush();
+      if (r.wire->tx_held()) tx_pending_ = true;  // again at the next flush (copies: nothing lent)
+    }
+  }
+  void unlend(const TxSlot& s) noexcept {
+    if (s.lent == flushes_) flush_wires();
+  }
   void send_ctrl(Peer& p, uint8_t type, int rail = -1);
   void send_hello(Peer& p, uint8_t type);
   bool retransmit(Peer& p, uint32_t seq, int rail = -1, uint32_t* ts = nullptr);
@@ -355,13 +378,16 @@ class EthDevice final : public Device {
   uint64_t next_window_ns_ = 0;
   uint64_t next_link_ns_ = 0;
   bool tx_pending_ = false;         // frames queued since the last flush
+  bool gathers_ = true;             // every rail's wire takes frames in two pieces (send_ref)
+  uint32_t flushes_ = 1;            // flush_wires() calls (a TxSlot's lent: 0 is never current)
   unsigned idle_polls_ = 0;
   uint16_t adv_window_ = 0;         // receive window offered to each peer
   struct Stats {
     uint64_t bad_len = 0, bad_version = 0, bad_job = 0, bad_ep = 0, bad_csum = 0, stale = 0,
              injected_drops = 0, tx_full = 0, bad_mac = 0, replays = 0, held = 0, revived = 0,
              resets = 0, bundled = 0, rx_bundles = 0, timer_visits = 0, timer_passes = 0,
-             recoveries = 0, spurious_rto = 0, recovery_resends = 0, kicks = 0, kicked = 0;
+             recoveries = 0, spurious_rto = 0, recovery_resends = 0, kicks = 0, kicked = 0,
+             by_ref = 0;
   } st_;
 };
 

@@ -185,6 +185,8 @@ inline bool seq_le(uint32_t a, uint32_t b) { return int32_t(a - b) <= 0; }
 uint32_t crc32c(uint32_t crc, const void* data, size_t len);
 // The payload's part of the frame checksum (see eth_crc.cpp).
 uint32_t payload_sum(const void* data, size_t len);
+// The sum of a then b, as payload_sum of the two put together.
+uint32_t payload_sum2(const void* a, size_t alen, const void* b, size_t blen);
 // The same sum computed word by word, without vector instructions.
 uint32_t payload_sum_portable(const void* data, size_t len);
 // The same sum by one implementation (tests): 0 portable, 1 SSE2, 2 AVX2;

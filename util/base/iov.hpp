@@ -53,6 +53,20 @@ inline size_t iov_copy_from(const struct iovec* iov, size_t cnt, size_t offset, 
   return done;
 }
 
+// Where [offset, offset+len) of the iov array lies within one entry: its
+// address; nullptr when it spans entries or passes the end.
+inline const void* iov_contiguous(const struct iovec* iov, size_t cnt, size_t offset, size_t len) {
+  for (size_t i = 0; i < cnt; i++) {
+    if (offset >= iov[i].iov_len) {
+      offset -= iov[i].iov_len;
+      continue;
+    }
+    if (len > iov[i].iov_len - offset) return nullptr;
+    return static_cast<const char*>(iov[i].iov_base) + offset;
+  }
+  return nullptr;
+}
+
 // Writes into `out` the sub-range [offset, offset+len) of iov; returns the
 // number of entries used (at most max_out).
 inline size_t iov_slice(const struct iovec* iov, size_t cnt, size_t offset, size_t len,

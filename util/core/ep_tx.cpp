@@ -285,7 +285,16 @@ void Endpoint::progress_streams() {
       if (h.op != kPktReadResp) h.op = kPktData;  // read responses keep theirs
       h.offset = op->sent;
       h.seg_len = uint32_t(seg);
-      int rc = dev_->send(op->peer, h, op->iov, op->iovcnt, op->sent, seg);
+      // A message's data may stay in the user's buffer until the peer has
+      // it (the device then reads it again for a resend): the send
+      // completes only then. Not a read response: the target's memory
+      // region may close meanwhile.
+      int rc = op->silent ? dev_->send(op->peer, h, op->iov, op->iovcnt, op->sent, seg)
+                          : dev_->send_ref(op->peer, h, op->iov, op->iovcnt, op->sent, seg);
+      if (rc == 1) {
+        op->wait_ack = true;
+        rc = 0;
+      }
       if (rc == -FI_EAGAIN) break;
       if (rc < 0) {
         streams_.remove(op);

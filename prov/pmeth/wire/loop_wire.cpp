@@ -59,6 +59,7 @@ class LoopWire final : public Wire {
       }
   }
 
+  bool gathers() const noexcept override { return true; }  // it copies both pieces at once
   int tx_burst(const Frame* f, int n) noexcept override {
     std::lock_guard<std::mutex> g(g_mu);
     Segment& s = segments()[cfg_.iface];
@@ -78,6 +79,7 @@ class LoopWire final : public Wire {
       }
       Pkt p{std::vector<uint8_t>(f[i].data, f[i].data + f[i].len), now + uint64_t(s.faults.delay_us) * 1000,
             to->dropped_ != to->dropped_seen_};
+      p.data.insert(p.data.end(), f[i].tail, f[i].tail + f[i].tail_len);
       if (u(s.rng) < s.faults.corrupt && p.data.size() > 14) {
         size_t k = 14 + s.rng() % (p.data.size() - 14);
         p.data[k] ^= uint8_t(1u << (s.rng() % 8));

@@ -11,6 +11,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -248,7 +249,11 @@ class PacketWire final : public Wire {
     mtu_ -= kOuter;
     full_len_ = 14 + mtu_;
     size_t segs = std::min(kMaxSegs, kMaxGsoPayload / full_len_);
-    stage_.resize(kVnet + kOuter + segs * full_len_);
+    run_cap_ = segs * full_len_;
+    stage_.resize(kVnet + kOuter + run_cap_);
+    spare_.resize(stage_.size());
+    run_.reserve(2 * segs + 1);
+    pieces_.reserve(segs);
     copy_buf_.resize(kVnet + 0x40000);
     return 0;
   }
@@ -264,12 +269,14 @@ class PacketWire final : public Wire {
       auto* h = reinterpret_cast<tpacket2_hdr*>(tx_base_ + size_t(tx_head_) * tx_.tp_frame_size);
       uint32_t st = __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
       if (st != TP_STATUS_AVAILABLE && st != TP_STATUS_WRONG_FORMAT) break;
-      if (f[done].len + kVnet > tx_.tp_frame_size - TPACKET2_HDRLEN) break;
+      const Frame& fr = f[done];
+      if (fr.size() + kVnet > tx_.tp_frame_size - TPACKET2_HDRLEN) break;
       uint8_t* data = reinterpret_cast<uint8_t*>(h) + TPACKET2_HDRLEN - sizeof(sockaddr_ll);
       size_t vh = gso_ ? kVnet : 0;  // a zero virtio-net header: no offload
       if (vh) memset(data, 0, vh);
-      memcpy(data + vh, f[done].data, f[done].len);
-      h->tp_len = uint32_t(vh + f[done].len);
+      memcpy(data + vh, fr.data, fr.len);
+      if (fr.tail_len) memcpy(data + vh + fr.len, fr.tail, fr.tail_len);
+      h->tp_len = uint32_t(vh + fr.size());
       __atomic_store_n(&h->tp_status, TP_STATUS_SEND_REQUEST, __ATOMIC_RELEASE);
       tx_head_ = (tx_head_ + 1) % tx_.tp_frame_nr;
       pending_++;
@@ -290,19 +297,17 @@ class PacketWire final : public Wire {
     for (int i = 0; i < n; i++) {
       const Frame& fr = f[i];
       if (stage_bytes_) {
-        const uint8_t* first = stage_.data() + kVnet + kOuter;
-        if (stage_bytes_ % full_len_ == 0 && fr.gso && fr.len >= kFrameIds && fr.len <= full_len_ &&
+        const uint8_t* first = static_cast<const uint8_t*>(run_[1].iov_base);
+        if (stage_bytes_ % full_len_ == 0 && fr.gso && fr.len >= kFrameIds && fr.size() <= full_len_ &&
             memcmp(fr.data, first, 6) == 0 && memcmp(fr.data + 22, first + 22, 4) == 0 &&
-            kVnet + kOuter + stage_bytes_ + fr.len <= stage_.size()) {
-          memcpy(stage_.data() + kVnet + kOuter + stage_bytes_, fr.data, fr.len);
-          stage_bytes_ += fr.len;  // a shorter frame ends the run (the rest no longer divides)
+            stage_bytes_ + fr.size() <= run_cap_) {
+          run_add(fr);  // a shorter frame ends the run (the rest no longer divides)
           continue;
         }
         if (!stage_out()) return i;
       }
-      if (fr.gso && fr.len == full_len_ && gso_ok_) {
-        memcpy(stage_.data() + kVnet + kOuter, fr.data, fr.len);
-        stage_bytes_ = fr.len;
+      if (fr.gso && fr.len >= kFrameIds && fr.size() == full_len_ && gso_ok_) {
+        run_add(fr);
         continue;
       }
       if (ring_put(&fr, 1) != 1) return i;
@@ -310,12 +315,34 @@ class PacketWire final : public Wire {
     return n;
   }
 
+  // A frame joins the run: its place (Frame::stays: the device keeps it
+  // unchanged until tx_flush), or a copy in stage_; then its tail.
+  void run_add(const Frame& fr) noexcept {
+    if (run_.empty()) run_.push_back(iovec{stage_.data(), kVnet + kOuter});
+    void* at = const_cast<uint8_t*>(fr.data);
+    if (!fr.stays) {
+      at = stage_.data() + kVnet + kOuter + stage_fill_;
+      memcpy(at, fr.data, fr.len);
+      stage_fill_ += fr.len;
+    }
+    run_.push_back(iovec{at, fr.len});
+    if (fr.tail_len) run_.push_back(iovec{const_cast<uint8_t*>(fr.tail), fr.tail_len});
+    pieces_.push_back(fr.tail_len ? 2 : 1);
+    stage_bytes_ += fr.size();
+  }
+
+  void run_clear() noexcept {
+    run_.clear();
+    pieces_.clear();
+    stage_bytes_ = stage_fill_ = 0;
+  }
+
   // The run leaves: as one GSO packet (after the ring's frames), or frame
   // by frame through the ring (a run of one, a kernel that refused GSO, or
-  // a full send buffer). False when the ring has no room (the rest stays).
+  // a full send buffer). False when the ring has no room: the rest stays,
+  // copied into stage_ (nothing of the device's is kept past tx_flush).
   bool stage_out() noexcept {
-    uint8_t* inner = stage_.data() + kVnet + kOuter;
-    size_t segs = stage_segs();
+    size_t segs = pieces_.size();
     if (segs > 1 && gso_ok_) {
       kick();
       uint8_t* p = stage_.data();
@@ -328,7 +355,7 @@ class PacketWire final : public Wire {
       vh.csum_offset = 6;
       memcpy(p, &vh, kVnet);
       uint8_t* e = p + kVnet;
-      memcpy(e, inner, 6);      // the frames' destination
+      memcpy(e, run_[1].iov_base, 6);  // the frames' destination
       memcpy(e + 6, mac_, 6);
       put_be16(e + 12, ETH_P_IP);
       uint8_t* ip = e + 14;
@@ -347,10 +374,14 @@ class PacketWire final : public Wire {
       put_be16(udp + 4, uint16_t(8 + stage_bytes_));
       // The pseudo-header's sum (addresses zero), as checksum offload wants.
       put_be16(udp + 6, fold(IPPROTO_UDP + 8 + uint32_t(stage_bytes_)));
-      if (send(gso_fd_.get(), p, kVnet + kOuter + stage_bytes_, MSG_DONTWAIT) >= 0) {
+      // The kernel gathers the frames where they are: one copy, its own.
+      msghdr m{};
+      m.msg_iov = run_.data();
+      m.msg_iovlen = run_.size();
+      if (sendmsg(gso_fd_.get(), &m, MSG_DONTWAIT) >= 0) {
         gso_sent_++;
         gso_frames_ += segs;
-        stage_bytes_ = 0;
+        run_clear();
         return true;
       }
       if (errno == EINVAL && !gso_sent_) {
@@ -361,19 +392,40 @@ class PacketWire final : public Wire {
         gso_busy_ += segs;  // the send buffer is full: these go frame by frame
       }
     }
-    size_t off = 0;
-    while (off < stage_bytes_) {
-      size_t len = std::min(full_len_, stage_bytes_ - off);
-      Frame one{inner + off, len};
+    for (size_t j = 0, k = 1; j < pieces_.size(); k += pieces_[j++]) {
+      Frame one{static_cast<const uint8_t*>(run_[k].iov_base), run_[k].iov_len};
+      if (pieces_[j] == 2) {
+        one.tail = static_cast<const uint8_t*>(run_[k + 1].iov_base);
+        one.tail_len = run_[k + 1].iov_len;
+      }
       if (ring_put(&one, 1) != 1) {
-        memmove(inner, inner + off, stage_bytes_ - off);  // keep the rest, in order
-        stage_bytes_ -= off;
+        run_keep(j, k);
         return false;
       }
-      off += len;
     }
-    stage_bytes_ = 0;
+    run_clear();
     return true;
+  }
+
+  // The ring is full: the run's frames from the j-th (run_[k]) on stay,
+  // in order, each copied whole into spare_, which then becomes stage_.
+  void run_keep(size_t j, size_t k) noexcept {
+    size_t off = kVnet + kOuter, nframes = pieces_.size() - j;
+    std::vector<iovec> rest;
+    for (; j < pieces_.size(); k += pieces_[j++]) {
+      size_t at = off;
+      for (size_t q = k; q < k + pieces_[j]; q++) {
+        memcpy(spare_.data() + off, run_[q].iov_base, run_[q].iov_len);
+        off += run_[q].iov_len;
+      }
+      rest.push_back(iovec{spare_.data() + at, off - at});
+    }
+    run_clear();
+    stage_.swap(spare_);
+    run_.push_back(iovec{stage_.data(), kVnet + kOuter});
+    run_.insert(run_.end(), rest.begin(), rest.end());
+    pieces_.assign(nframes, 1);
+    stage_fill_ = stage_bytes_ = off - kVnet - kOuter;
   }
 
   void kick() noexcept {
@@ -390,9 +442,8 @@ class PacketWire final : public Wire {
     kick();
   }
   bool tx_held() const noexcept override { return stage_bytes_ != 0; }
-  // Frames in the run: all full but the last.
-  size_t stage_segs() const noexcept { return (stage_bytes_ + full_len_ - 1) / full_len_; }
   bool accepts_gso() const noexcept override { return gso_; }
+  bool gathers() const noexcept override { return true; }
 
   int rx_burst(Frame* f, int max) noexcept override {
     if (gso_) return rx_burst_gso(f, max);
@@ -652,8 +703,14 @@ class PacketWire final : public Wire {
   UniqueFd gso_fd_;
   size_t full_len_ = 0;  // a full frame: 14 + mtu()
   size_t rcvbuf_ = 0;
-  std::vector<uint8_t> stage_;  // virtio-net header, outer headers, the run
+  // The run: run_[0] the virtio-net and outer headers (stage_'s head),
+  // then each frame where it is (Frame::stays) or copied into stage_.
+  std::vector<uint8_t> stage_, spare_;
+  std::vector<iovec> run_;
+  std::vector<uint8_t> pieces_;  // per frame of the run: its iovecs in run_ (1, or 2 with a tail)
+  size_t run_cap_ = 0;          // a run's bytes at most
   size_t stage_bytes_ = 0;      // the run's frames (0: no run open)
+  size_t stage_fill_ = 0;       // of which copied into stage_
   std::vector<uint8_t> copy_buf_;
   bool copy_used_ = false;  // frames of this burst point into copy_buf_
   bool rx_more_ = false;    // the last burst stopped with frames waiting

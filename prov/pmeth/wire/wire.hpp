@@ -18,6 +18,16 @@ struct Frame {
   // Frames sent: the peer said it takes frames carried in GSO packets (its
   // HELLO), so this one may travel in one (FI_PMETH_GSO); else it goes alone.
   bool gso = false;
+  // The sender keeps the data where it is, unchanged, until the next
+  // tx_flush() returns: the backend may keep a pointer instead of a copy
+  // (it copies what it still holds when tx_flush returns, Wire::tx_held).
+  bool stays = false;
+  // Backends that gather (Wire::gathers): the frame goes on with tail_len
+  // more bytes from here (a message's payload where it is; it stays
+  // unchanged until tx_flush() returns, as `stays` data does).
+  const uint8_t* tail = nullptr;
+  size_t tail_len = 0;
+  size_t size() const noexcept { return len + tail_len; }
 };
 
 class Wire {
@@ -25,6 +35,8 @@ class Wire {
   virtual ~Wire() = default;
   // Queues up to n frames; returns how many were taken (fewer when full).
   virtual int tx_burst(const Frame* f, int n) noexcept = 0;
+  // Whether tx_burst takes frames in two pieces (Frame::tail).
+  virtual bool gathers() const noexcept { return false; }
   // Hands queued frames to the hardware / kernel.
   virtual void tx_flush() noexcept = 0;
   // After tx_flush: frames taken by tx_burst still wait in the backend (no
