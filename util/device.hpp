@@ -87,6 +87,11 @@ class Device {
     return rc > 0 ? 0 : rc;
   }
 
+  // The caller waits for the acknowledgement of what it sent to `peer`
+  // (send_ref's buffers): ask the peer for it now, not after its
+  // delayed-ACK time.
+  virtual void want_ack(PeerId) noexcept {}
+
   // Hands packets queued by send() to the hardware (end of a burst).
   virtual void flush() noexcept {}
 

@@ -64,6 +64,9 @@ class CompositeDevice final : public Device {
     if (peer >= peers_.size()) return -FI_EINVAL;
     return on(peer, [&](auto& d, PeerId sub) { return d.send_ref(sub, hdr, iov, iovcnt, offset, len); });
   }
+  void want_ack(PeerId peer) noexcept override {
+    if (peer < peers_.size()) on(peer, [](auto& d, PeerId sub) { d.want_ack(sub); });
+  }
   void flush() noexcept override {
     shm_->flush();
     eth_->flush();

@@ -484,6 +484,15 @@ int EthDevice::send_frame(PeerId peer, const PktHdr& hdr, const struct iovec* io
   return 1;
 }
 
+void EthDevice::want_ack(PeerId peer) noexcept {
+  if (!cfg_.reliable || peer >= peers_.size()) return;
+  Peer& p = peers_[peer];
+  if (p.state != Peer::kUp || p.una == p.next_seq) return;
+  if (open_.peer != kNoPeer) close_open();  // the probe goes after every frame
+  send_ctrl(p, kProbe);
+  st_.ack_asks++;
+}
+
 std::unique_ptr<uint8_t[]> EthDevice::take_frame() {
   if (frame_pool_.empty()) return std::unique_ptr<uint8_t[]>(new uint8_t[frame_cap_]);
   std::unique_ptr<uint8_t[]> f = std::move(frame_pool_.back());
@@ -1444,7 +1453,7 @@ std::string EthDevice::stats(size_t max_peers) const {
            "injected=%llu tx_ring_full=%llu bad_mac=%llu replays=%llu held=%llu revived=%llu "
            "resets=%llu auth=%d bundled=%llu rx_bundles=%llu timer_passes=%llu timer_visits=%llu peers=%zu "
            "timed=%zu pooled_frames=%zu rx_ring_drops=%llu recoveries=%llu spurious_rto=%llu "
-           "recovery_resends=%llu adv_window=%u kicks=%llu kicked=%llu by_ref=%llu",
+           "recovery_resends=%llu adv_window=%u kicks=%llu kicked=%llu by_ref=%llu ack_asks=%llu",
            (unsigned long long)st_.bad_len, (unsigned long long)st_.bad_version,
            (unsigned long long)st_.bad_job, (unsigned long long)st_.bad_ep, (unsigned long long)st_.bad_csum,
            (unsigned long long)st_.stale, (unsigned long long)st_.injected_drops,
@@ -1455,7 +1464,8 @@ std::string EthDevice::stats(size_t max_peers) const {
            (unsigned long long)st_.timer_visits, peers_.size(), timed_.size(), frame_pool_.size(),
            (unsigned long long)ring_drops, (unsigned long long)st_.recoveries,
            (unsigned long long)st_.spurious_rto, (unsigned long long)st_.recovery_resends, unsigned(adv_window_),
-           (unsigned long long)st_.kicks, (unsigned long long)st_.kicked, (unsigned long long)st_.by_ref);
+           (unsigned long long)st_.kicks, (unsigned long long)st_.kicked, (unsigned long long)st_.by_ref,
+           (unsigned long long)st_.ack_asks);
   s += buf;
   for (const Peer& p : peers_) {
     if (max_peers-- == 0) break;

@@ -101,6 +101,8 @@ class EthDevice final : public Device {
            size_t len) noexcept override {
     return send_frame(peer, hdr, iov, iovcnt, offset, len, false);
   }
+  // A probe: the peer answers it with an ACK at once.
+  void want_ack(PeerId peer) noexcept override;
   // A full data frame's payload stays where it is when the wires gather
   // (Wire::gathers) and it lies in one iov entry: the frame's slot holds
   // the headers, the payload is read on every (re)send until the ACK.
@@ -387,7 +389,7 @@ class EthDevice final : public Device {
              injected_drops = 0, tx_full = 0, bad_mac = 0, replays = 0, held = 0, revived = 0,
              resets = 0, bundled = 0, rx_bundles = 0, timer_visits = 0, timer_passes = 0,
              recoveries = 0, spurious_rto = 0, recovery_resends = 0, kicks = 0, kicked = 0,
-             by_ref = 0;
+             by_ref = 0, ack_asks = 0;
   } st_;
 };
 

@@ -30,6 +30,7 @@ TxOp* Endpoint::alloc_tx() {
   op->silent = false;
   op->helped = false;
   op->wait_ack = false;
+  op->by_ref = false;
   op->rescnt = 0;
   return op;
 }
@@ -292,7 +293,7 @@ void Endpoint::progress_streams() {
       int rc = op->silent ? dev_->send(op->peer, h, op->iov, op->iovcnt, op->sent, seg)
                           : dev_->send_ref(op->peer, h, op->iov, op->iovcnt, op->sent, seg);
       if (rc == 1) {
-        op->wait_ack = true;
+        op->wait_ack = op->by_ref = true;
         rc = 0;
       }
       if (rc == -FI_EAGAIN) break;
@@ -306,6 +307,9 @@ void Endpoint::progress_streams() {
     }
     if (!failed && op->sent >= op->limit) {
       streams_.remove(op);
+      // Its buffer is read until the ACK: that comes at once, not after
+      // the peer's delayed-ACK time (a lone send would wait for it).
+      if (op->by_ref) dev_->want_ack(op->peer);
       sent_all(op);
     }
     op = next;

@@ -549,6 +549,49 @@ Test(eth, payload_by_reference_under_all_faults) {
   cr_assert_gt(peer_stat(*g_a, 2, "retrans"), 0u);
 }
 
+// want_ack: a sender that waits for the ACK of a payload sent by
+// reference asks for it with a probe, which the peer answers at once; the
+// peer's delayed-ACK time (2 s here) does not hold the send back.
+Test(eth, want_ack_brings_the_ack_before_the_delayed_ack_time) {
+  DeviceConfig cfg = config();
+  cfg.delayed_ack_us = 2000000;
+  cfg.ack_every = 1000;
+  cfg.rto_init_us = cfg.rto_min_us = 2000000;  // no resend answers for it either
+  cfg.rto_max_us = 4000000;
+  g_a = open_dev(1, cfg);
+  g_b = open_dev(2, cfg);
+  PeerId to_b = resolve(*g_a, *g_b);
+  std::vector<uint8_t> buf = payload(7, 1000);
+  struct iovec iov = {buf.data(), buf.size()};
+  auto send_one = [&](uint64_t i) {
+    int rc = -FI_EAGAIN;
+    cr_assert(pump([&] { return rc != -FI_EAGAIN; }, 5,
+                   [&] { if (rc == -FI_EAGAIN) rc = g_a->send_ref(to_b, make_hdr(i, 1000), &iov, 1, 0, 1000); }));
+    cr_assert_eq(rc, 1);
+  };
+  // Without asking: no ACK within 50 ms (the control).
+  send_one(1);
+  uint64_t t1 = g_a->tx_ticket(to_b);
+  pump_for(0.05);
+  cr_assert_eq(g_rb.got.size(), 1u);
+  cr_assert_eq(g_a->tx_state(to_b, t1), 0, "%s", g_b->stats().c_str());
+  // Asking: the ACK comes (for both) well before the 2 s.
+  send_one(2);
+  uint64_t t2 = g_a->tx_ticket(to_b);
+  g_a->want_ack(to_b);
+  g_a->flush();
+  uint64_t t0 = pm::now_ns();
+  cr_assert(pump([&] { return g_a->tx_state(to_b, t2) == 1; }, 1.5));
+  cr_assert_lt(pm::now_ns() - t0, 1000000000ull);
+  cr_assert_eq(dev_stat(*g_a, "ack_asks"), 1u);
+  cr_assert_eq(g_rb.got.size(), 2u);
+  for (int k = 0; k < 2; k++) {
+    cr_assert_eq(g_rb.got[size_t(k)].hdr.msg_id, make_hdr(uint64_t(k + 1), 1000).msg_id);
+    cr_assert_eq(g_rb.got[size_t(k)].data.size(), 1000u);
+    cr_assert_eq(memcmp(g_rb.got[size_t(k)].data.data(), buf.data(), 1000), 0);
+  }
+}
+
 // Both directions at once under all faults: piggy-backed ACKs.
 Test(eth, two_way_stream_with_all_faults) {
   const uint64_t N = 1000;
