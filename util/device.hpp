@@ -80,7 +80,7 @@ class Device {
   // caller's buffers for as long as the packet may be sent again: 1 when it
   // did (the caller keeps the buffers unchanged until tx_state() is no
   // longer 0 for a ticket taken after this packet), 0 when it copied, or
-  // what send() returns. Devices that cannot copy.
+  // what send() returns. Devices that cannot gather always copy.
   virtual int send_ref(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
                        size_t len) noexcept {
     int rc = send(peer, hdr, iov, iovcnt, offset, len);

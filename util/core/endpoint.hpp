@@ -54,6 +54,7 @@ struct TxOp {
   bool completion = true;
   bool wait_ack = false;     // FI_TRANSMIT_COMPLETE: complete when the peer has it
   bool by_ref = false;       // the device reads its buffer until the ACK (Device::send_ref)
+  int ref_err = 0;           // by_ref: the error it ends with once the device lets go (kWaitAck)
   bool silent = false;       // the provider's own (a target's response): no events
   bool helped = false;       // it wrote its tail of a shared single copy (kPktHelp): once
   struct iovec res[kMaxIov]; // fetching atomic: where the old values go

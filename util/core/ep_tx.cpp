@@ -31,6 +31,7 @@ TxOp* Endpoint::alloc_tx() {
   op->helped = false;
   op->wait_ack = false;
   op->by_ref = false;
+  op->ref_err = 0;
   op->rescnt = 0;
   return op;
 }
@@ -253,7 +254,7 @@ void Endpoint::progress_acks() {
     int st = dev_->tx_state(op->peer, op->ticket);
     if (st != 0) {
       acking_.remove(op);
-      complete_tx(op, st > 0 ? 0 : -st);
+      complete_tx(op, op->ref_err ? op->ref_err : st > 0 ? 0 : -st);
     }
     op = next;
   }
@@ -299,7 +300,16 @@ void Endpoint::progress_streams() {
       if (rc == -FI_EAGAIN) break;
       if (rc < 0) {
         streams_.remove(op);
-        complete_tx(op, -rc);
+        if (op->by_ref) {
+          // Frames sent before may still be read from the buffer: the
+          // error is reported once the device no longer reads it.
+          op->ref_err = -rc;
+          op->ticket = dev_->tx_ticket(op->peer);
+          op->state = TxOp::kWaitAck;
+          acking_.push_back(op);
+        } else {
+          complete_tx(op, -rc);
+        }
         failed = true;
         break;
       }

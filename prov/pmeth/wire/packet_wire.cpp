@@ -254,6 +254,7 @@ class PacketWire final : public Wire {
     spare_.resize(stage_.size());
     run_.reserve(2 * segs + 1);
     pieces_.reserve(segs);
+    kept_.reserve(segs);
     copy_buf_.resize(kVnet + 0x40000);
     return 0;
   }
@@ -411,19 +412,19 @@ class PacketWire final : public Wire {
   // in order, each copied whole into spare_, which then becomes stage_.
   void run_keep(size_t j, size_t k) noexcept {
     size_t off = kVnet + kOuter, nframes = pieces_.size() - j;
-    std::vector<iovec> rest;
+    kept_.clear();  // reserved: no allocation here
     for (; j < pieces_.size(); k += pieces_[j++]) {
       size_t at = off;
       for (size_t q = k; q < k + pieces_[j]; q++) {
         memcpy(spare_.data() + off, run_[q].iov_base, run_[q].iov_len);
         off += run_[q].iov_len;
       }
-      rest.push_back(iovec{spare_.data() + at, off - at});
+      kept_.push_back(iovec{spare_.data() + at, off - at});
     }
     run_clear();
     stage_.swap(spare_);
     run_.push_back(iovec{stage_.data(), kVnet + kOuter});
-    run_.insert(run_.end(), rest.begin(), rest.end());
+    run_.insert(run_.end(), kept_.begin(), kept_.end());
     pieces_.assign(nframes, 1);
     stage_fill_ = stage_bytes_ = off - kVnet - kOuter;
   }
@@ -708,6 +709,7 @@ class PacketWire final : public Wire {
   std::vector<uint8_t> stage_, spare_;
   std::vector<iovec> run_;
   std::vector<uint8_t> pieces_;  // per frame of the run: its iovecs in run_ (1, or 2 with a tail)
+  std::vector<iovec> kept_;      // run_keep's frames on their way into stage_
   size_t run_cap_ = 0;          // a run's bytes at most
   size_t stage_bytes_ = 0;      // the run's frames (0: no run open)
   size_t stage_fill_ = 0;       // of which copied into stage_
