@@ -276,13 +276,13 @@ void EthDevice::build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint1
   encode_hdr(f + kEthHdr, h);
 }
 
-// A frame whose payload stays in the sender's buffer (tail) is summed as
-// the same frame copied whole would be.
-void EthDevice::seal(uint8_t* f, size_t len, const uint8_t* tail) {
+// A frame whose payload stays in the sender's buffer after its first
+// `head` bytes (tail) is summed as the same frame copied whole would be.
+void EthDevice::seal(uint8_t* f, size_t len, const uint8_t* tail, size_t head) {
   put64(f + kEthHdr + kMacOff, 0);  // emit() signs, once the addresses are known
   if (!cfg_.checksum) return;
   put32(f + kEthHdr + 44, 0);
-  uint32_t body = tail ? payload_sum2(f + kBodyOff, kCoreHdr, tail, len - kFrameOverhead)
+  uint32_t body = tail ? payload_sum2(f + kBodyOff, head - kBodyOff, tail, len - head)
                        : payload_sum(f + kBodyOff, len - kBodyOff);
   put32(f + kEthHdr + 44, crc32c(0, f + kEthHdr, kPmHdr) ^ body);
 }
@@ -314,9 +314,9 @@ bool EthDevice::emit(Peer& p, unsigned rail, uint8_t* f, size_t len, TxSlot* len
   fr.gso = gso_to(p);
   fr.stays = lend != nullptr;
   if (lend && lend->tail) {
-    fr.len = kFrameOverhead;
+    fr.len = lend->head;
     fr.tail = lend->tail;
-    fr.tail_len = len - kFrameOverhead;
+    fr.tail_len = len - lend->head;
   }
   Rail& r = rails_[rail];
   if (r.wire->tx_burst(&fr, 1) == 1) {
@@ -448,16 +448,15 @@ int EthDevice::send_frame(PeerId peer, const PktHdr& hdr, const struct iovec* io
   uint8_t* f = s.frame.get();
   build_hdr(f, p, kData, p.next_seq, uint16_t(kCoreHdr + len), now);
   encode_core(f + kBodyOff, hdr);
-  s.tail = ref && len && !bundleable(len)
-               ? static_cast<const uint8_t*>(iov_contiguous(iov, iovcnt, offset, len))
-               : nullptr;
-  if (!s.tail) iov_copy_from(iov, iovcnt, offset, f + kFrameOverhead, len);
+  s.tail = ref && len && !bundleable(len) ? ref_tail(iov, iovcnt, offset, len, &s.head) : nullptr;
+  if (s.tail) iov_copy_from(iov, iovcnt, offset, f + kFrameOverhead, s.head - kFrameOverhead);
+  else iov_copy_from(iov, iovcnt, offset, f + kFrameOverhead, len);
   unsigned rail = 0;
   if (bundleable(len)) {
     // A small packet: the frame stays open for more until flush().
     open_ = Open{peer, p.next_seq, flen, 1};
   } else {
-    seal(f, flen, s.tail);
+    seal(f, flen, s.tail, s.head);
     rail = data_rail(p, flen);
     if (!emit(p, rail, f, flen, &s)) {
       // That rail's ring is full: another may have room (a slower rail
@@ -482,6 +481,26 @@ int EthDevice::send_frame(PeerId peer, const PktHdr& hdr, const struct iovec* io
   if (!s.tail) return 0;
   st_.by_ref++;  // frames whose payload stayed in the sender's buffer
   return 1;
+}
+
+// Where the payload [offset, offset+len) of iov can stay: all of it in one
+// entry, or all but a short first part (an RMA write's offset), which the
+// frame then carries (*head: the frame's bytes before the tail).
+const uint8_t* EthDevice::ref_tail(const struct iovec* iov, size_t iovcnt, size_t offset, size_t len,
+                                   uint16_t* head) noexcept {
+  if (const void* t = iov_contiguous(iov, iovcnt, offset, len)) {
+    *head = uint16_t(kFrameOverhead);
+    return static_cast<const uint8_t*>(t);
+  }
+  size_t i = 0, at = offset;
+  while (i < iovcnt && at >= iov[i].iov_len) at -= iov[i++].iov_len;
+  if (i == iovcnt) return nullptr;
+  size_t first = iov[i].iov_len - at;
+  if (first > kMaxRefHead || first >= len) return nullptr;
+  const void* t = iov_contiguous(iov, iovcnt, offset + first, len - first);
+  if (!t) return nullptr;
+  *head = uint16_t(kFrameOverhead + first);
+  return static_cast<const uint8_t*>(t);
 }
 
 void EthDevice::want_ack(PeerId peer) noexcept {
@@ -580,7 +599,7 @@ bool EthDevice::retransmit(Peer& p, uint32_t seq, int rail, uint32_t* ts) {
   h.window = p.rx_held ? 0 : adv_window_;
   h.csum = 0;
   encode_hdr(f + kEthHdr, h);
-  seal(f, s.len, s.tail);
+  seal(f, s.len, s.tail, s.head);
   unsigned r = rail >= 0 ? unsigned(rail) : rail_usable(p, s.rail) ? s.rail : other_rail(p, s.rail);
   if (!emit(p, r, f, s.len, &s)) return false;
   s.sent_ns = now_ns();

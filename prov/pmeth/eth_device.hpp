@@ -161,6 +161,7 @@ class EthDevice final : public Device {
     uint8_t rail = 0;             // where it last went
     uint32_t lent = 0;            // flushes_ when last lent to a wire (Frame::stays)
     const uint8_t* tail = nullptr;  // the payload, in the sender's buffer (send_ref), or in the frame
+    uint16_t head = 0;              // with a tail: the frame's bytes before it
   };
   struct RxSlot {
     std::vector<uint8_t> frame;
@@ -262,7 +263,11 @@ class EthDevice final : public Device {
   void sign(uint8_t* f) const;
   uint32_t now_us() const;
   void build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint16_t len, uint64_t now = 0);
-  void seal(uint8_t* f, size_t len, const uint8_t* tail = nullptr);
+  void seal(uint8_t* f, size_t len, const uint8_t* tail = nullptr, size_t head = 0);
+  // send_ref: at most this much of a payload's start is copied into the frame.
+  static constexpr size_t kMaxRefHead = 64;
+  static const uint8_t* ref_tail(const struct iovec* iov, size_t iovcnt, size_t offset, size_t len,
+                                 uint16_t* head) noexcept;
   int send_frame(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset, size_t len,
                  bool ref) noexcept;
   bool emit(Peer& p, unsigned rail, uint8_t* f, size_t len, TxSlot* lend = nullptr);

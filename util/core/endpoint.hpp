@@ -54,7 +54,8 @@ struct TxOp {
   bool completion = true;
   bool wait_ack = false;     // FI_TRANSMIT_COMPLETE: complete when the peer has it
   bool by_ref = false;       // the device reads its buffer until the ACK (Device::send_ref)
-  int ref_err = 0;           // by_ref: the error it ends with once the device lets go (kWaitAck)
+  bool ref_decided = false;  // by_ref, in kWaitAck: it ends with ref_err once the device lets go
+  int ref_err = 0;
   bool silent = false;       // the provider's own (a target's response): no events
   bool helped = false;       // it wrote its tail of a shared single copy (kPktHelp): once
   struct iovec res[kMaxIov]; // fetching atomic: where the old values go
@@ -191,6 +192,7 @@ class Endpoint final : public PacketSink {
   void sent_all(TxOp* op);           // last packet handed over
   void progress_acks();
   void fail_peer_ops(PeerId peer, int err);
+  void finish_by_ref(TxOp* op, int err);
   void on_cts(const CheckedPacket& pk);
   void on_fin(const CheckedPacket& pk);
   void on_help(const CheckedPacket& pk);

@@ -354,7 +354,8 @@ void Endpoint::on_rma_reply(const CheckedPacket& pk) {
     iov_copy_to(op->res, op->rescnt, 0, payload, std::min(plen, iov_total(op->res, op->rescnt)));
   }
   waiting_.remove(op);
-  complete_tx(op, st);
+  if (op->by_ref) finish_by_ref(op, st);  // the reply's ACK normally released every frame
+  else complete_tx(op, st);
 }
 
 }  // namespace pm

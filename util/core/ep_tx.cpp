@@ -31,6 +31,7 @@ TxOp* Endpoint::alloc_tx() {
   op->helped = false;
   op->wait_ack = false;
   op->by_ref = false;
+  op->ref_decided = false;
   op->ref_err = 0;
   op->rescnt = 0;
   return op;
@@ -150,7 +151,8 @@ bool Endpoint::advance_tx(TxOp* op) {
   };
   auto failed = [&](int rc) {
     ps.queue.remove(op);
-    complete_tx(op, -rc);
+    if (op->by_ref) finish_by_ref(op, -rc);
+    else complete_tx(op, -rc);
     return true;
   };
   if (op->hdr.flags & kPktCma) {  // one request naming our buffers
@@ -181,7 +183,14 @@ bool Endpoint::advance_tx(TxOp* op) {
       size_t n = 1 + iov_slice(op->iov, op->iovcnt, op->sent, seg, g + 1, kMaxIov);
       PktHdr h = op->hdr;
       h.seg_len = uint32_t(8 + seg);
-      int rc = dev_->send(op->peer, h, g, n, 0, 8 + seg);
+      // The data may stay in the user's buffer (the offset goes in the
+      // frame): the write then ends once the reply came and the device
+      // no longer reads it (finish_by_ref).
+      int rc = dev_->send_ref(op->peer, h, g, n, 0, 8 + seg);
+      if (rc == 1) {
+        op->by_ref = true;
+        rc = 0;
+      }
       if (rc == -FI_EAGAIN) return false;
       if (rc < 0) return failed(rc);
       op->sent += seg;
@@ -248,13 +257,30 @@ void Endpoint::sent_all(TxOp* op) {
   acking_.push_back(op);
 }
 
+// An op whose buffer the device may still read (by_ref) ends with `err`
+// once it no longer does: at once if every packet sent is acknowledged,
+// else when tx_state says so (progress_acks; a peer that dies meanwhile
+// fails it, fail_peer_ops).
+void Endpoint::finish_by_ref(TxOp* op, int err) {
+  op->ticket = dev_->tx_ticket(op->peer);
+  if (dev_->tx_state(op->peer, op->ticket) != 0) {
+    complete_tx(op, err);
+    return;
+  }
+  op->ref_err = err;
+  op->ref_decided = true;
+  op->state = TxOp::kWaitAck;
+  op->start_ns = now_ns();
+  acking_.push_back(op);
+}
+
 void Endpoint::progress_acks() {
   for (TxOp* op = acking_.front(); op;) {
     TxOp* next = acking_.next(op);
     int st = dev_->tx_state(op->peer, op->ticket);
     if (st != 0) {
       acking_.remove(op);
-      complete_tx(op, op->ref_err ? op->ref_err : st > 0 ? 0 : -st);
+      complete_tx(op, op->ref_decided ? op->ref_err : st > 0 ? 0 : -st);
     }
     op = next;
   }
@@ -300,16 +326,8 @@ void Endpoint::progress_streams() {
       if (rc == -FI_EAGAIN) break;
       if (rc < 0) {
         streams_.remove(op);
-        if (op->by_ref) {
-          // Frames sent before may still be read from the buffer: the
-          // error is reported once the device no longer reads it.
-          op->ref_err = -rc;
-          op->ticket = dev_->tx_ticket(op->peer);
-          op->state = TxOp::kWaitAck;
-          acking_.push_back(op);
-        } else {
-          complete_tx(op, -rc);
-        }
+        if (op->by_ref) finish_by_ref(op, -rc);  // frames sent before may still be read
+        else complete_tx(op, -rc);
         failed = true;
         break;
       }

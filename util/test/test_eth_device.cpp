@@ -492,11 +492,11 @@ Test(eth, stream_with_all_faults) {
   cr_assert_gt(peer_stat(*g_b, 1, "out_of_order"), 0u);
 }
 
-// send_ref: a payload in one iov entry stays in the sender's buffer and is
-// read again for every resend; under every fault each packet arrives byte
-// for byte (checksums over the two pieces included: corrupted frames are
-// refused, the resends accepted). A payload spread over two entries is
-// copied (0), as is every payload of a device whose wire cannot gather.
+// send_ref: a payload in one iov entry (or all but a short first part)
+// stays in the sender's buffer and is read again for every resend; under
+// every fault each packet arrives byte for byte (checksums over the two
+// pieces included: corrupted frames are refused, the resends accepted).
+// A payload spread otherwise is copied (0).
 Test(eth, payload_by_reference_under_all_faults) {
   const uint64_t N = 1500;
   LoopFaults f = faults();
@@ -525,14 +525,19 @@ Test(eth, payload_by_reference_under_all_faults) {
             std::copy(p.begin(), p.end(), bufs[next].begin() + 5);
           }
           uint8_t* b = bufs[next].data();
-          bool split = next % 4 == 3;  // the payload across two entries
+          // The payload in one entry; or across two, cut after a short
+          // first part (8 bytes, copied into the frame, as an RMA write's
+          // offset), or after a long one (all copied).
+          int mode = int(next % 4);
+          size_t cut = mode == 2 ? 8 : len / 2 + 65;
           struct iovec one[1] = {{b, len + 5}};
-          struct iovec two[2] = {{b, 5 + len / 2}, {b + 5 + len / 2, len - len / 2}};
-          int rc = split && len > 1 ? g_a->send_ref(to_b, make_hdr(next, len), two, 2, 5, len)
-                                    : g_a->send_ref(to_b, make_hdr(next, len), one, 1, 5, len);
+          struct iovec two[2] = {{b, 5 + cut}, {b + 5 + cut, len - cut}};
+          bool split = mode >= 2 && cut < len;
+          int rc = split ? g_a->send_ref(to_b, make_hdr(next, len), two, 2, 5, len)
+                         : g_a->send_ref(to_b, make_hdr(next, len), one, 1, 5, len);
           if (rc == -FI_EAGAIN) break;
           cr_assert(rc == 0 || rc == 1, "send_ref %" PRIu64 ": %d", next, rc);
-          cr_assert_eq(rc, split && len > 1 ? 0 : 1, "packet %" PRIu64 " (split %d): %d", next, int(split), rc);
+          cr_assert_eq(rc, split && mode == 3 ? 0 : 1, "packet %" PRIu64 " (mode %d): %d", next, mode, rc);
           (rc ? refs : copies)++;
           next++;
         }
