@@ -54,6 +54,7 @@ struct TxOp {
   bool completion = true;
   bool wait_ack = false;     // FI_TRANSMIT_COMPLETE: complete when the peer has it
   bool by_ref = false;       // the device reads its buffer until the ACK (Device::send_ref)
+  bool injected = false;     // the payload was the caller's only during the call (FI_INJECT)
   bool ref_decided = false;  // by_ref, in kWaitAck: it ends with ref_err once the device lets go
   int ref_err = 0;
   bool silent = false;       // the provider's own (a target's response): no events

@@ -31,6 +31,7 @@ TxOp* Endpoint::alloc_tx() {
   op->helped = false;
   op->wait_ack = false;
   op->by_ref = false;
+  op->injected = false;
   op->ref_decided = false;
   op->ref_err = 0;
   op->rescnt = 0;
@@ -109,6 +110,7 @@ ssize_t Endpoint::queue_op(TxOp* op, bool copy_payload, bool more) {
   bool was_empty = ps.queue.empty();
   ps.queue.push_back(op);
   op->start_ns = 0;
+  op->injected = copy_payload;  // the buffer is the caller's only during this call
   if (was_empty && advance_tx(op)) {
     if (!more) dev_->flush();
     return 0;
@@ -185,10 +187,14 @@ bool Endpoint::advance_tx(TxOp* op) {
       h.seg_len = uint32_t(8 + seg);
       // The data may stay in the user's buffer (the offset goes in the
       // frame): the write then ends once the reply came and the device
-      // no longer reads it (finish_by_ref).
-      int rc = dev_->send_ref(op->peer, h, g, n, 0, 8 + seg);
+      // no longer reads it (finish_by_ref). Not an injected write's (the
+      // caller may reuse it when the call returns), nor an empty segment
+      // (its payload is `off`, on this stack).
+      int rc = op->injected || !seg ? dev_->send(op->peer, h, g, n, 0, 8 + seg)
+                                    : dev_->send_ref(op->peer, h, g, n, 0, 8 + seg);
       if (rc == 1) {
         op->by_ref = true;
+        op->ticket = dev_->tx_ticket(op->peer);  // its newest frame read from the buffer
         rc = 0;
       }
       if (rc == -FI_EAGAIN) return false;
@@ -258,15 +264,16 @@ void Endpoint::sent_all(TxOp* op) {
 }
 
 // An op whose buffer the device may still read (by_ref) ends with `err`
-// once it no longer does: at once if every packet sent is acknowledged,
-// else when tx_state says so (progress_acks; a peer that dies meanwhile
+// once it no longer does: at once if the newest of its frames read from
+// the buffer (op->ticket) is acknowledged, else when tx_state says so
+// (progress_acks, after asking for the ACK; a peer that dies meanwhile
 // fails it, fail_peer_ops).
 void Endpoint::finish_by_ref(TxOp* op, int err) {
-  op->ticket = dev_->tx_ticket(op->peer);
   if (dev_->tx_state(op->peer, op->ticket) != 0) {
     complete_tx(op, err);
     return;
   }
+  dev_->want_ack(op->peer);
   op->ref_err = err;
   op->ref_decided = true;
   op->state = TxOp::kWaitAck;
@@ -317,10 +324,11 @@ void Endpoint::progress_streams() {
       // it (the device then reads it again for a resend): the send
       // completes only then. Not a read response: the target's memory
       // region may close meanwhile.
-      int rc = op->silent ? dev_->send(op->peer, h, op->iov, op->iovcnt, op->sent, seg)
-                          : dev_->send_ref(op->peer, h, op->iov, op->iovcnt, op->sent, seg);
+      int rc = op->silent || op->injected ? dev_->send(op->peer, h, op->iov, op->iovcnt, op->sent, seg)
+                                          : dev_->send_ref(op->peer, h, op->iov, op->iovcnt, op->sent, seg);
       if (rc == 1) {
         op->wait_ack = op->by_ref = true;
+        op->ticket = dev_->tx_ticket(op->peer);  // its newest frame read from the buffer
         rc = 0;
       }
       if (rc == -FI_EAGAIN) break;
@@ -444,7 +452,7 @@ void Endpoint::fail_peer_ops(PeerId peer, int err) {
   while (TxOp* op = ps.queue.pop_front()) complete_tx(op, err);
   for (auto* list : {&waiting_, &streams_, &acking_})
     while (TxOp* op = list->remove_first([&](TxOp* o) { return o->peer == peer; }))
-      complete_tx(op, err);
+      complete_tx(op, op->ref_decided ? op->ref_err : err);  // a write the target confirmed stays done
   for (auto it = assemblies_.begin(); it != assemblies_.end();) {
     if (it->second.peer == peer) {
       // Ended: the device's measurement must not wait for it.
