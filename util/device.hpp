@@ -83,8 +83,7 @@ class Device {
   // what send() returns. Devices that cannot gather always copy.
   virtual int send_ref(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
                        size_t len) noexcept {
-    int rc = send(peer, hdr, iov, iovcnt, offset, len);
-    return rc > 0 ? 0 : rc;
+    return send(peer, hdr, iov, iovcnt, offset, len);
   }
 
   // The caller waits for the acknowledgement of what it sent to `peer`

@@ -488,16 +488,15 @@ int EthDevice::send_frame(PeerId peer, const PktHdr& hdr, const struct iovec* io
 // frame then carries (*head: the frame's bytes before the tail).
 const uint8_t* EthDevice::ref_tail(const struct iovec* iov, size_t iovcnt, size_t offset, size_t len,
                                    uint16_t* head) noexcept {
-  if (const void* t = iov_contiguous(iov, iovcnt, offset, len)) {
+  size_t first = 0;
+  const void* t = iov_at(iov, iovcnt, offset, &first);
+  if (!t) return nullptr;
+  if (len <= first) {
     *head = uint16_t(kFrameOverhead);
     return static_cast<const uint8_t*>(t);
   }
-  size_t i = 0, at = offset;
-  while (i < iovcnt && at >= iov[i].iov_len) at -= iov[i++].iov_len;
-  if (i == iovcnt) return nullptr;
-  size_t first = iov[i].iov_len - at;
-  if (first > kMaxRefHead || first >= len) return nullptr;
-  const void* t = iov_contiguous(iov, iovcnt, offset + first, len - first);
+  if (first > kMaxRefHead) return nullptr;
+  t = iov_contiguous(iov, iovcnt, offset + first, len - first);
   if (!t) return nullptr;
   *head = uint16_t(kFrameOverhead + first);
   return static_cast<const uint8_t*>(t);

@@ -53,18 +53,26 @@ inline size_t iov_copy_from(const struct iovec* iov, size_t cnt, size_t offset, 
   return done;
 }
 
-// Where [offset, offset+len) of the iov array lies within one entry: its
-// address; nullptr when it spans entries or passes the end.
-inline const void* iov_contiguous(const struct iovec* iov, size_t cnt, size_t offset, size_t len) {
+// The address of byte `offset` of the iov array, and in *avail how many
+// bytes follow it in its entry (itself included); nullptr past the end.
+inline const void* iov_at(const struct iovec* iov, size_t cnt, size_t offset, size_t* avail) {
   for (size_t i = 0; i < cnt; i++) {
     if (offset >= iov[i].iov_len) {
       offset -= iov[i].iov_len;
       continue;
     }
-    if (len > iov[i].iov_len - offset) return nullptr;
+    *avail = iov[i].iov_len - offset;
     return static_cast<const char*>(iov[i].iov_base) + offset;
   }
   return nullptr;
+}
+
+// Where [offset, offset+len) of the iov array lies within one entry: its
+// address; nullptr when it spans entries or passes the end.
+inline const void* iov_contiguous(const struct iovec* iov, size_t cnt, size_t offset, size_t len) {
+  size_t avail = 0;
+  const void* p = iov_at(iov, cnt, offset, &avail);
+  return p && len <= avail ? p : nullptr;
 }
 
 // Writes into `out` the sub-range [offset, offset+len) of iov; returns the

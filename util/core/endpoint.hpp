@@ -193,7 +193,7 @@ class Endpoint final : public PacketSink {
   void sent_all(TxOp* op);           // last packet handed over
   void progress_acks();
   void fail_peer_ops(PeerId peer, int err);
-  void finish_by_ref(TxOp* op, int err);
+  void finish_by_ref(TxOp* op, int err, uint64_t ticket);
   void on_cts(const CheckedPacket& pk);
   void on_fin(const CheckedPacket& pk);
   void on_help(const CheckedPacket& pk);

@@ -354,7 +354,7 @@ void Endpoint::on_rma_reply(const CheckedPacket& pk) {
     iov_copy_to(op->res, op->rescnt, 0, payload, std::min(plen, iov_total(op->res, op->rescnt)));
   }
   waiting_.remove(op);
-  if (op->by_ref) finish_by_ref(op, st);  // the reply's ACK normally released every frame
+  if (op->by_ref) finish_by_ref(op, st, op->ticket);  // the reply's ACK normally released every frame
   else complete_tx(op, st);
 }
 

@@ -153,7 +153,7 @@ bool Endpoint::advance_tx(TxOp* op) {
   };
   auto failed = [&](int rc) {
     ps.queue.remove(op);
-    if (op->by_ref) finish_by_ref(op, -rc);
+    if (op->by_ref) finish_by_ref(op, -rc, dev_->tx_ticket(op->peer));
     else complete_tx(op, -rc);
     return true;
   };
@@ -194,13 +194,14 @@ bool Endpoint::advance_tx(TxOp* op) {
                                     : dev_->send_ref(op->peer, h, g, n, 0, 8 + seg);
       if (rc == 1) {
         op->by_ref = true;
-        op->ticket = dev_->tx_ticket(op->peer);  // its newest frame read from the buffer
         rc = 0;
       }
       if (rc == -FI_EAGAIN) return false;
       if (rc < 0) return failed(rc);
       op->sent += seg;
     } while (op->sent < len);
+    // Its last frame's ticket: the reply does not wait for later ones.
+    if (op->by_ref) op->ticket = dev_->tx_ticket(op->peer);
     return wait_reply();
   }
   if (op->hdr.op == kPktRts) {
@@ -264,11 +265,12 @@ void Endpoint::sent_all(TxOp* op) {
 }
 
 // An op whose buffer the device may still read (by_ref) ends with `err`
-// once it no longer does: at once if the newest of its frames read from
-// the buffer (op->ticket) is acknowledged, else when tx_state says so
-// (progress_acks, after asking for the ACK; a peer that dies meanwhile
-// fails it, fail_peer_ops).
-void Endpoint::finish_by_ref(TxOp* op, int err) {
+// once it no longer does: at once if `ticket` (its last frame's, or a
+// later one) is acknowledged, else when tx_state says so (progress_acks,
+// after asking for the ACK; a peer that dies meanwhile fails it,
+// fail_peer_ops).
+void Endpoint::finish_by_ref(TxOp* op, int err, uint64_t ticket) {
+  op->ticket = ticket;
   if (dev_->tx_state(op->peer, op->ticket) != 0) {
     complete_tx(op, err);
     return;
@@ -328,13 +330,12 @@ void Endpoint::progress_streams() {
                                           : dev_->send_ref(op->peer, h, op->iov, op->iovcnt, op->sent, seg);
       if (rc == 1) {
         op->wait_ack = op->by_ref = true;
-        op->ticket = dev_->tx_ticket(op->peer);  // its newest frame read from the buffer
         rc = 0;
       }
       if (rc == -FI_EAGAIN) break;
       if (rc < 0) {
         streams_.remove(op);
-        if (op->by_ref) finish_by_ref(op, -rc);  // frames sent before may still be read
+        if (op->by_ref) finish_by_ref(op, -rc, dev_->tx_ticket(op->peer));  // frames sent before may still be read
         else complete_tx(op, -rc);
         failed = true;
         break;

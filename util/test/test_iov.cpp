@@ -237,3 +237,34 @@ Test(iov, slice_spanning_three_segments_reads_the_same_bytes) {
   cr_assert_eq(out2[1].iov_base, l.iov[2].iov_base);
   cr_assert_eq(out2[1].iov_len, 1u);
 }
+
+// iov_at and iov_contiguous against the layout, at every offset and length
+// (empty segments skipped; a range over two segments or past the end has
+// no single address).
+Test(iov, at_and_contiguous_every_offset_and_length) {
+  Layout l({5, 0, 11, 2, 40});
+  size_t seg_of[58], off_in[58], k = 0;
+  for (size_t i = 0; i < l.cnt(); i++)
+    for (size_t j = 0; j < l.iov[i].iov_len; j++, k++) {
+      seg_of[k] = i;
+      off_in[k] = j;
+    }
+  cr_assert_eq(k, l.total);
+  for (size_t off = 0; off <= l.total + 2; off++) {
+    size_t avail = 12345;
+    const void* p = pm::iov_at(l.iov.data(), l.cnt(), off, &avail);
+    if (off >= l.total) {
+      cr_assert_null(p, "offset %zu", off);
+      cr_assert_null(pm::iov_contiguous(l.iov.data(), l.cnt(), off, 1));
+      continue;
+    }
+    const struct iovec& v = l.iov[seg_of[off]];
+    cr_assert_eq(p, static_cast<uint8_t*>(v.iov_base) + off_in[off], "offset %zu", off);
+    cr_assert_eq(avail, v.iov_len - off_in[off], "offset %zu", off);
+    for (size_t len = 1; off + len <= l.total + 1; len++) {
+      const void* c = pm::iov_contiguous(l.iov.data(), l.cnt(), off, len);
+      if (len <= avail) cr_assert_eq(c, p, "offset %zu length %zu", off, len);
+      else cr_assert_null(c, "offset %zu length %zu", off, len);
+    }
+  }
+}
