@@ -315,8 +315,9 @@ void case_writedata() {
 // fi_inject_write up to inject_size lands; the source buffer is reusable at
 // once (clobbered right after the call); no completion at the initiator.
 // Then a burst of kInjectBurst writes of inject_size from one buffer,
-// refilled before and clobbered after each call, to consecutive slots. At
-// the loss suites' 5 % all 256 arrive at the first try with probability
+// refilled before and clobbered after each call, to consecutive slots.
+// Where 5 % of the frames are dropped one by one (the nogso loss and the
+// gsodrop suites), all 256 arrive at the first try with probability
 // 0.95^256 (about 2e-6): some are resent, and a resend must carry what the
 // buffer held at the call.
 constexpr size_t kInjectBurst = 256;
