@@ -98,8 +98,7 @@ void case_in_call() {
     // libfabric's destructor for good (seen about once in 300 runs; every
     // few runs with a publication on each call). This case is about the
     // provider's own lock.
-    setenv("FI_PMETH_LIVE_STATS", "0", 1);
-    setenv("FI_PMSHM_LIVE_STATS", "0", 1);
+    set_prov_var("LIVE_STATS", "0");
     EpConfig cfg;
     cfg.progress = FI_PROGRESS_AUTO;
     auto* ep = new Endpoint(cfg);
