@@ -700,13 +700,17 @@ void EthDevice::continue_recovery(Peer& p, uint32_t ts_echo) {
 // The peer drained its ring after the kernel dropped frames, and has
 // nothing of ours beyond `una`: what we sent at least a round trip ago and
 // is unacknowledged was lost. Up to the peer's window goes now, the rest as
-// acknowledgements come (a recovery known not to be spurious).
+// acknowledgements come (a recovery known not to be spurious). The rest
+// includes what we sent less than a round trip ago: had it been on its way,
+// it arrived before the resent frames (a rail keeps its order; across
+// rails a resend may be a duplicate, which the peer drops), so an
+// acknowledgement of those that does not cover it means it was lost too; it
+// is not left to the RTO.
 void EthDevice::resend_lost_tail(Peer& p, uint64_t now) {
   // At most once per round trip (and 64 frames at a time, as a NAK's
   // bitmap): a forged or repeated notice cannot make us resend more.
   uint64_t rtt = p.srtt_ns ? p.srtt_ns + 4 * p.rttvar_ns : p.rto_ns;
   if (now - p.tail_resent_ns < std::max<uint64_t>(rtt, uint64_t(cfg_.rto_min_us) * 1000)) return;
-  p.tail_resent_ns = now;
   uint64_t age = rtt;  // frames younger than a round trip may still be on their way
   uint32_t end = p.una;
   while (seq_lt(end, p.next_seq)) {
@@ -714,17 +718,18 @@ void EthDevice::resend_lost_tail(Peer& p, uint64_t now) {
     if (t.seq != end || t.sent_ns + age > now) break;
     end++;
   }
-  if (end == p.una) return;  // all of it may still be on its way
+  if (end == p.una) return;  // all of it may still be on its way (a later notice is heard)
+  p.tail_resent_ns = now;
   uint32_t limit = p.una + std::min<uint32_t>(std::max<uint32_t>(p.peer_window, 1), 64);
   if (seq_lt(end, limit)) limit = end;
   uint32_t s = p.una;
   for (; seq_lt(s, limit) && retransmit(p, s); s++) st_.recovery_resends++;
   st_.kicked++;
-  if (seq_lt(s, end)) {
+  if (seq_lt(s, p.next_seq)) {
     p.recovering = true;
     p.recover_first = false;
     p.recover_next = s;
-    p.recover_end = end;
+    p.recover_end = p.next_seq;
   }
 }
 
