@@ -145,9 +145,16 @@ class Device {
   virtual void arm_wait(bool armed) noexcept = 0;
   virtual void drain_wait() noexcept = 0;
 
-  // Statistics for the close-time report.
-  // The statistics line; per-peer lines for at most max_peers peers.
-  virtual std::string stats(size_t max_peers = SIZE_MAX) const { return ""; }
+  // Statistics, for the close-time report and the live statistics page:
+  // the device's line, and per-peer lines for at most max_peers peers,
+  // appended to out. Once out has the capacity, appending allocates nothing
+  // (the page is published from fi_cq_read).
+  virtual void append_stats(std::string& out, size_t max_peers) const {}
+  std::string stats(size_t max_peers = SIZE_MAX) const {
+    std::string s;
+    append_stats(s, max_peers);
+    return s;
+  }
 };
 
 } // namespace pm

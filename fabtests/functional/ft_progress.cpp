@@ -26,18 +26,92 @@
 //   idle_cpu     AUTO and then manual: with an endpoint open and connected and
 //                nothing to do, a process that sleeps 2 s uses under 40 ms of
 //                CPU (the progress thread sleeps on the devices' fds)
+//   no_alloc     manual progress, live statistics on (the default): after one
+//                exchange, 400 ms of fi_cq_read with nothing to read allocate
+//                nothing (every malloc, calloc, realloc and memalign of the
+//                process is counted), while the endpoint's statistics page
+//                (pmstat.h) is published at least three times meanwhile. An
+//                allocation there is what a signal handler that calls exit()
+//                can interrupt (ft_exit in_call). Not in a sanitizer build,
+//                whose allocator is its own.
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "pmfabric/pmstat.h"
+
 #include "ft_rma.h"
 #include "ft_xfer.h"
 
 using namespace ft;
+
+// ---------------------------------------------------- counting allocator
+// Every allocation of the process (the program, libfabric, the provider)
+// goes through these while g_counting is on; free() stays glibc's (the
+// memory comes from glibc's allocator either way).
+#if defined(__SANITIZE_ADDRESS__)
+#define FT_COUNT_ALLOCS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FT_COUNT_ALLOCS 0
+#endif
+#endif
+#ifndef FT_COUNT_ALLOCS
+#define FT_COUNT_ALLOCS 1
+#endif
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<uint64_t> g_allocs{0};
+inline void count_alloc() {
+    if (g_counting.load(std::memory_order_relaxed)) g_allocs.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
+#if FT_COUNT_ALLOCS
+extern "C" {
+void* __libc_malloc(size_t);
+void* __libc_calloc(size_t, size_t);
+void* __libc_realloc(void*, size_t);
+void* __libc_memalign(size_t, size_t);
+void* malloc(size_t n) {
+    count_alloc();
+    return __libc_malloc(n);
+}
+void* calloc(size_t k, size_t n) {
+    count_alloc();
+    return __libc_calloc(k, n);
+}
+void* realloc(void* p, size_t n) {
+    count_alloc();
+    return __libc_realloc(p, n);
+}
+void* memalign(size_t a, size_t n) {
+    count_alloc();
+    return __libc_memalign(a, n);
+}
+void* aligned_alloc(size_t a, size_t n) {
+    count_alloc();
+    return __libc_memalign(a, n);
+}
+int posix_memalign(void** out, size_t a, size_t n) {
+    if (a < sizeof(void*) || (a & (a - 1))) return EINVAL;
+    count_alloc();
+    void* p = __libc_memalign(a, n);
+    if (!p) return ENOMEM;
+    *out = p;
+    return 0;
+}
+}
+#endif
 
 namespace {
 
@@ -274,6 +348,71 @@ void case_idle_cpu() {
     }
 }
 
+// --------------------------------------------------------------- no_alloc
+// The number of publications of this process's statistics pages (the sum
+// over its pages in PMSTAT_DIR; one per endpoint).
+uint64_t page_updates() {
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "%s%u-%d-", PMSTAT_PREFIX, (unsigned)getuid(), (int)getpid());
+    uint64_t sum = 0;
+    DIR* d = opendir(PMSTAT_DIR);
+    FT_CHECK(d, "opendir %s: %s", PMSTAT_DIR, strerror(errno));
+    int pages = 0;
+    while (dirent* e = readdir(d)) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
+        std::string path = std::string(PMSTAT_DIR) + "/" + e->d_name;
+        int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        pmstat_page page;
+        if (pread(fd, &page, sizeof page, 0) == (ssize_t)sizeof page && page.magic == PMSTAT_MAGIC) {
+            sum += page.updates;
+            pages++;
+        }
+        close(fd);
+    }
+    closedir(d);
+    FT_CHECK(pages > 0, "no statistics page of this process in %s (live statistics are on by default)", PMSTAT_DIR);
+    return sum;
+}
+
+void case_no_alloc() {
+    FT_CHECK(FT_COUNT_ALLOCS, "no_alloc: not in a sanitizer build (its allocator replaces malloc)");
+    Endpoint ep;
+    auto addr = connect_all(ep);
+    auto rx = post_recv(ep, 64, true, 0xA110);
+    barrier([&] { ep.progress(); });
+    auto tx = post_send(ep, addr[1 - rank()], 64, 5, true, 0xA110);
+    complete_send(ep, *tx);
+    RecvExpect e;
+    e.len = 64;
+    e.seed = 5;
+    complete_recv(ep, *rx, e);
+    barrier([&] { ep.progress(); });
+    const uint64_t u0 = page_updates();
+    fi_cq_tagged_entry raw[8];
+    ssize_t unexpected = 0;
+    uint64_t calls = 0;
+    const double t0 = now_s();
+    g_allocs.store(0);
+    g_counting.store(true);
+    while (now_s() - t0 < 0.4) {
+        ssize_t n = fi_cq_read(ep.cq, raw, 8);
+        if (n != -FI_EAGAIN) unexpected = n;
+        calls++;
+    }
+    g_counting.store(false);
+    const uint64_t allocs = g_allocs.load(), u1 = page_updates();
+    info("%" PRIu64 " fi_cq_read calls in 0.4 s: %" PRIu64 " allocations, %" PRIu64 " publications of the statistics page",
+         calls, allocs, u1 - u0);
+    FT_CHECK(unexpected == 0, "fi_cq_read with nothing to read returned %zd (%s), not -FI_EAGAIN", unexpected,
+             errstr(unexpected));
+    FT_CHECK(u1 - u0 >= 3, "the statistics page was published %" PRIu64 " times in 0.4 s (every 100 ms expected)",
+             u1 - u0);
+    FT_CHECK(allocs == 0, "%" PRIu64 " allocations in %" PRIu64 " fi_cq_read calls with nothing to read", allocs,
+             calls);
+    barrier([&] { ep.progress(); });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -283,5 +422,6 @@ int main(int argc, char** argv) {
                         {"target_sleeps", 2, [] { case_target_away(Away::kSleep); }},
                         {"busy_lock", 2, [] { case_target_away(Away::kBusyLock); }},
                         {"idle_cpu", 2, case_idle_cpu},
+                        {"no_alloc", 2, case_no_alloc},
                     });
 }

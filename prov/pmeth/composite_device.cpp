@@ -120,11 +120,16 @@ int CompositeDevice::poll_both(PacketSink& sink, int budget) noexcept {
   return n + eth_->poll_busy(sinks_[kEth], std::max(budget - n, 1));
 }
 
-std::string CompositeDevice::stats(size_t max_peers) const {
+void CompositeDevice::append_stats(std::string& out, size_t max_peers) const {
   size_t count[2] = {0, 0};
   for (const Peer& p : peers_) count[p.kind]++;
-  return "composite: " + std::to_string(count[kShm]) + " peers through shared memory, " +
-         std::to_string(count[kEth]) + " through Ethernet\n shm: " + shm_->stats(max_peers) + "\n eth: " + eth_->stats(max_peers);
+  char buf[128];
+  int n = snprintf(buf, sizeof buf, "composite: %zu peers through shared memory, %zu through Ethernet\n shm: ",
+                   count[kShm], count[kEth]);
+  out.append(buf, size_t(std::clamp(n, 0, int(sizeof buf) - 1)));
+  shm_->append_stats(out, max_peers);
+  out += "\n eth: ";
+  eth_->append_stats(out, max_peers);
 }
 
 }  // namespace pm::eth

@@ -117,7 +117,7 @@ class CompositeDevice final : public Device {
     eth_->drain_wait();
     eth_skip_ = 0;  // after every wake-up (sread, counter waits, the progress thread, fi_trywait)
   }
-  std::string stats(size_t max_peers = SIZE_MAX) const override;
+  void append_stats(std::string& out, size_t max_peers) const override;
 
  private:
   // Renames the sub-device's peer ids on the way up.

@@ -93,6 +93,7 @@ EthDevice::EthDevice(const DeviceConfig& cfg, std::vector<std::unique_ptr<Wire>>
   cfg_.window = w;
   scratch_.resize(kEthHdr + link_mtu + 64);  // link_mtu >= mtu: frames to peers without GSO
   frame_cap_ = kEthHdr + link_mtu;
+  frame_pool_.reserve(cfg_.window);  // give_frame never grows it: an ACK read in fi_cq_read allocates nothing
   adv_window_ = uint16_t(std::min<uint32_t>(cfg_.window, 65535));
   update_window(now_ns());
 }
@@ -126,21 +127,23 @@ void EthDevice::set_shm_part(uint32_t uid, uint32_t pid, uint64_t key) {
   encode_name(name_, self_);
 }
 
-std::string EthDevice::format_name(const EthName& n) {
-  std::string s = "pmeth://";
-  char buf[64];
-  for (unsigned r = 0; r < n.rails; r++) {
+size_t EthDevice::format_name(const EthName& n, char* buf) {
+  size_t len = 0;
+  auto put = [&](int k) { len = std::min(len + size_t(std::max(k, 0)), kNameText - 1); };
+  put(snprintf(buf, kNameText, "pmeth://"));
+  for (unsigned r = 0; r < n.rails && r < kMaxRails; r++) {
     const uint8_t* m = n.mac[r];
-    snprintf(buf, sizeof buf, "%s%02x:%02x:%02x:%02x:%02x:%02x", r ? "+" : "", m[0], m[1], m[2], m[3], m[4], m[5]);
-    s += buf;
+    put(snprintf(buf + len, kNameText - len, "%s%02x:%02x:%02x:%02x:%02x:%02x", r ? "+" : "", m[0], m[1], m[2], m[3],
+                 m[4], m[5]));
   }
-  snprintf(buf, sizeof buf, "/%08x@%016llx", n.ep_id, (unsigned long long)n.host);
-  s += buf;
-  if (n.has_shm) {
-    snprintf(buf, sizeof buf, ";shm=%016llx", (unsigned long long)n.shm_key);
-    s += buf;
-  }
-  return s;
+  put(snprintf(buf + len, kNameText - len, "/%08x@%016llx", n.ep_id, (unsigned long long)n.host));
+  if (n.has_shm) put(snprintf(buf + len, kNameText - len, ";shm=%016llx", (unsigned long long)n.shm_key));
+  return len;
+}
+
+std::string EthDevice::format_name(const EthName& n) {
+  char buf[kNameText];
+  return std::string(buf, format_name(n, buf));
 }
 
 std::string EthDevice::name_str(const void* name, size_t len) const {
@@ -1452,26 +1455,27 @@ bool EthDevice::close_drained() noexcept {
   return acked && now - last_rx_ns_ >= std::min<uint64_t>(linger, 20000000);
 }
 
-std::string EthDevice::stats(size_t max_peers) const {
-  std::string s = format_name(self_) + " wire=" + rails_[0].wire->kind();
+void EthDevice::append_stats(std::string& s, size_t max_peers) const {
   char buf[640];
+  // Appends what snprintf made of buf (cut at the buffer, never past it).
+  auto put = [&](int n) { s.append(buf, size_t(std::clamp(n, 0, int(sizeof buf) - 1))); };
+  char name[kNameText];
+  s.append(name, format_name(self_, name));
+  s += " wire=";
+  s += rails_[0].wire->kind();
   // Frames the kernel dropped before we saw them (a full receive ring).
   uint64_t ring_drops = 0;
   for (const Rail& rl : rails_) ring_drops += rl.wire->rx_dropped();
   for (unsigned r = 0; r < rails_.size(); r++) {
     const Rail& rl = rails_[r];
-    snprintf(buf, sizeof buf, " rail%u: %s tx_frames=%llu tx_bytes=%llu rx_frames=%llu rx_bytes=%llu downs=%llu failovers=%llu link_checks=%llu;", r,
+    put(snprintf(buf, sizeof buf, " rail%u: %s tx_frames=%llu tx_bytes=%llu rx_frames=%llu rx_bytes=%llu downs=%llu failovers=%llu link_checks=%llu", r,
              rl.up ? "up" : "down", (unsigned long long)rl.tx_frames, (unsigned long long)rl.tx_bytes,
              (unsigned long long)rl.rx_frames, (unsigned long long)rl.rx_bytes, (unsigned long long)rl.downs,
-             (unsigned long long)rl.failovers, (unsigned long long)rl.checks);
-    s += buf;
-    std::string c = rl.wire->counters();
-    if (!c.empty()) {
-      s.pop_back();  // the ';': the wire's counters belong to the rail
-      s += c + ';';
-    }
+             (unsigned long long)rl.failovers, (unsigned long long)rl.checks));
+    rl.wire->append_counters(s);  // the wire's counters belong to the rail
+    s += ';';
   }
-  snprintf(buf, sizeof buf,
+  put(snprintf(buf, sizeof buf,
            " drops: bad_len=%llu bad_version=%llu bad_job=%llu bad_ep=%llu bad_csum=%llu stale=%llu "
            "injected=%llu tx_ring_full=%llu bad_mac=%llu replays=%llu held=%llu revived=%llu "
            "resets=%llu auth=%d bundled=%llu rx_bundles=%llu timer_passes=%llu timer_visits=%llu peers=%zu "
@@ -1488,20 +1492,18 @@ std::string EthDevice::stats(size_t max_peers) const {
            (unsigned long long)ring_drops, (unsigned long long)st_.recoveries,
            (unsigned long long)st_.spurious_rto, (unsigned long long)st_.recovery_resends, unsigned(adv_window_),
            (unsigned long long)st_.kicks, (unsigned long long)st_.kicked, (unsigned long long)st_.by_ref,
-           (unsigned long long)st_.ack_asks);
-  s += buf;
+           (unsigned long long)st_.ack_asks));
   for (const Peer& p : peers_) {
     if (max_peers-- == 0) break;
-    snprintf(buf, sizeof buf,
+    format_name(p.name, name);
+    put(snprintf(buf, sizeof buf,
              "\n  peer %s: tx_frames=%llu tx_bytes=%llu rx_frames=%llu rx_bytes=%llu retrans=%llu dups=%llu "
              "out_of_order=%llu window_stalls=%llu srtt_us=%llu rto_us=%llu window=%u",
-             format_name(p.name).c_str(), (unsigned long long)p.tx_frames, (unsigned long long)p.tx_bytes,
+             name, (unsigned long long)p.tx_frames, (unsigned long long)p.tx_bytes,
              (unsigned long long)p.rx_frames, (unsigned long long)p.rx_bytes, (unsigned long long)p.retrans,
              (unsigned long long)p.dups, (unsigned long long)p.ooo, (unsigned long long)p.window_stalls,
-             (unsigned long long)(p.srtt_ns / 1000), (unsigned long long)(p.rto_ns / 1000), unsigned(p.peer_window));
-    s += buf;
+             (unsigned long long)(p.srtt_ns / 1000), (unsigned long long)(p.rto_ns / 1000), unsigned(p.peer_window)));
   }
-  return s;
 }
 
 }  // namespace pm::eth

@@ -148,9 +148,13 @@ class EthDevice final : public Device {
   int wait_fd() const noexcept override { return epfd_.get(); }
   void arm_wait(bool armed) noexcept override;
   void drain_wait() noexcept override {}
-  std::string stats(size_t max_peers = SIZE_MAX) const override;
+  void append_stats(std::string& out, size_t max_peers) const override;
 
   static std::string format_name(const EthName& n);
+  // The same into buf (kNameText bytes; always NUL-terminated); returns
+  // the length. Allocates nothing.
+  static constexpr size_t kNameText = 160;
+  static size_t format_name(const EthName& n, char* buf);
 
  private:
   struct TxSlot {

@@ -108,9 +108,13 @@ bool ShmDevice::valid_name(const void* name, size_t len) {
 
 std::string ShmDevice::format_name(const ShmName& n) {
   char buf[96];
-  snprintf(buf, sizeof buf, "pmshm://%u/%016llx@%016llx", n.uid, (unsigned long long)n.key,
-           (unsigned long long)n.host);
-  return buf;
+  return std::string(buf, format_name(n, buf));
+}
+
+size_t ShmDevice::format_name(const ShmName& n, char (&buf)[96]) {
+  int k = snprintf(buf, sizeof buf, "pmshm://%u/%016llx@%016llx", n.uid, (unsigned long long)n.key,
+                   (unsigned long long)n.host);
+  return size_t(std::clamp(k, 0, int(sizeof buf) - 1));
 }
 
 std::string ShmDevice::name_str(const void* name, size_t len) const {
@@ -290,13 +294,14 @@ void ShmDevice::drain_wait() noexcept {
   }
 }
 
-std::string ShmDevice::stats(size_t) const {
-  char buf[512];
-  snprintf(buf, sizeof buf,
+void ShmDevice::append_stats(std::string& out, size_t) const {
+  char name[96], buf[512];
+  format_name(name_, name);
+  int n = snprintf(buf, sizeof buf,
            "%s tx_pkts=%llu inline=%llu chunk=%llu rx_pkts=%llu cma_reads=%llu cma_bytes=%llu "
            "queue_full=%llu no_chunk=%llu wakes=%llu dropped=%llu held=%llu skipped=%llu intro_full=%llu "
            "broken=%d region_bytes=%zu rndv_single=%llu rndv_copy=%llu",
-           format_name(name_).c_str(), (unsigned long long)st_.tx_pkts,
+           name, (unsigned long long)st_.tx_pkts,
            (unsigned long long)st_.tx_inline, (unsigned long long)st_.tx_chunk,
            (unsigned long long)st_.rx_pkts, (unsigned long long)st_.cma_reads,
            (unsigned long long)st_.cma_bytes, (unsigned long long)st_.full_queue,
@@ -304,7 +309,7 @@ std::string ShmDevice::stats(size_t) const {
            (unsigned long long)st_.dropped, (unsigned long long)st_.held, (unsigned long long)st_.skipped,
            (unsigned long long)st_.intro_full, own_broken_ ? 1 : 0, own_.size(),
            (unsigned long long)choice_.singles(), (unsigned long long)choice_.copies());
-  return buf;
+  out.append(buf, size_t(std::clamp(n, 0, int(sizeof buf) - 1)));
 }
 
 }  // namespace pm::shm

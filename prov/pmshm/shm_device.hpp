@@ -67,7 +67,7 @@ class ShmDevice final : public Device {
   int wait_fd() const noexcept override { return own_.wake_fd(); }
   void arm_wait(bool armed) noexcept override;
   void drain_wait() noexcept override;
-  std::string stats(size_t max_peers = SIZE_MAX) const override;
+  void append_stats(std::string& out, size_t max_peers) const override;
 
   // The composite device: this endpoint's name in the enclosing provider,
   // kept in the region and in introductions so peers that first hear from
@@ -77,6 +77,7 @@ class ShmDevice final : public Device {
 
   static bool valid_name(const void* name, size_t len);
   static std::string format_name(const ShmName& n);
+  static size_t format_name(const ShmName& n, char (&buf)[96]);  // the same, allocating nothing
 
  private:
   struct Peer {

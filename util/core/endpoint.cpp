@@ -139,22 +139,32 @@ int Endpoint::enable() {
   enabled_ = true;
   if (g_params.get_bool("live_stats") && !live_) {
     live_ = LiveStats::create(g_prov ? g_prov->name : nullptr);
+    // Room for the text with PMSTAT_MAX_PEERS peer lines and four rails
+    // (about 25 KiB), so that the publications from fi_cq_read allocate
+    // nothing (a signal handler that calls exit() may interrupt them).
+    if (live_) live_text_.reserve(40960);
     if (live_) publish_live();
   }
   return 0;
 }
 
-std::string Endpoint::endpoint_stats() const {
+void Endpoint::append_endpoint_stats(std::string& out) const {
   char buf[256];
-  snprintf(buf, sizeof buf,
+  int n = snprintf(buf, sizeof buf,
            "endpoint: bad_packets=%llu unexp_bytes=%zu unexp_peak=%zu unexp_cap=%zu unexp_stalls=%llu "
            "shared_copies=%llu",
            (unsigned long long)bad_packets_, unexp_bytes_, unexp_peak_, unexp_cap_,
            (unsigned long long)unexp_stalls_, (unsigned long long)helped_);
-  return buf;
+  out.append(buf, size_t(std::clamp(n, 0, int(sizeof buf) - 1)));
 }
 
-void Endpoint::publish_live() { live_->publish(endpoint_stats() + "\n" + dev_->stats(PMSTAT_MAX_PEERS)); }
+void Endpoint::publish_live() {
+  live_text_.clear();  // keeps its capacity
+  append_endpoint_stats(live_text_);
+  live_text_ += '\n';
+  dev_->append_stats(live_text_, PMSTAT_MAX_PEERS);
+  live_->publish(live_text_);
+}
 
 int Endpoint::close() {
   // Drain (bounded by close_timeout_ms): what is queued leaves, what
@@ -169,8 +179,11 @@ int Endpoint::close() {
       break;
   }
   live_.reset();  // the page goes before the endpoint
+  std::string().swap(live_text_);
   if (g_params.get_bool("stats")) {
-    PM_WARN(FI_LOG_EP_CTRL, "%s", endpoint_stats().c_str());
+    std::string own;
+    append_endpoint_stats(own);
+    PM_WARN(FI_LOG_EP_CTRL, "%s", own.c_str());
     // One log call per line: libfabric's log buffer (1 KiB) cuts a longer
     // message, and a device with many peers has one line per peer. A line
     // longer than 800 bytes (several rails) goes on at a space, in another.

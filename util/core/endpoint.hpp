@@ -256,7 +256,7 @@ class Endpoint final : public PacketSink {
     return entry == SuccessEntry::kByFlags && (!selective_tx_ || (flags & FI_COMPLETION));
   }
   std::string peer_str(PeerId peer) const;
-  std::string endpoint_stats() const;  // the endpoint's own line of the statistics
+  void append_endpoint_stats(std::string& out) const;  // the endpoint's own line of the statistics
   void publish_live();
 
   FidBox<fid_ep, Endpoint> box_;
@@ -264,6 +264,7 @@ class Endpoint final : public PacketSink {
   fi_info* info_;
   std::unique_ptr<Device> dev_;
   std::unique_ptr<LiveStats> live_;  // pmstat's page (FI_<PROV>_LIVE_STATS)
+  std::string live_text_;            // its text, reused: publishing allocates nothing
   Av* av_ = nullptr;
   Cq* tx_cq_ = nullptr;
   Cq* rx_cq_ = nullptr;

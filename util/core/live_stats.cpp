@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "base/log.hpp"
@@ -35,16 +35,55 @@ uint64_t real_ns() {
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
-void copy_str(char* dst, size_t cap, const std::string& s) {
+void copy_str(char* dst, size_t cap, std::string_view s) {
   size_t n = std::min(s.size(), cap - 1);
   memcpy(dst, s.data(), n);
   dst[n] = 0;
 }
 
-bool numeric(const std::string& v, uint64_t* out) {
-  if (v.empty() || v.size() > 20 || v.find_first_not_of("0123456789") != std::string::npos) return false;
-  *out = strtoull(v.c_str(), nullptr, 10);
+// Decimal digits only (at most 20; a value past 2^64-1 saturates).
+bool numeric(std::string_view v, uint64_t* out) {
+  if (v.empty() || v.size() > 20) return false;
+  uint64_t x = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9') return false;
+    unsigned d = unsigned(c - '0');
+    x = x > (UINT64_MAX - d) / 10 ? UINT64_MAX : x * 10 + d;
+  }
+  *out = x;
   return true;
+}
+
+// The words of a line, separated by spaces.
+struct Words {
+  std::string_view rest;
+  bool next(std::string_view* w) {
+    size_t b = rest.find_first_not_of(' ');
+    if (b == std::string_view::npos) return false;
+    size_t e = std::min(rest.find(' ', b), rest.size());
+    *w = rest.substr(b, e - b);
+    rest.remove_prefix(e);
+    return true;
+  }
+};
+
+// Appends the counter "<a>.<b>.<name>" (empty parts left out; the name cut
+// at PMSTAT_NAME_LEN - 1) unless the array is full.
+void add(pmstat_counter* arr, uint32_t* n, uint32_t cap, std::string_view a, std::string_view b,
+         std::string_view name, uint64_t v) {
+  if (*n >= cap) return;
+  char* dst = arr[*n].name;
+  size_t len = 0;
+  for (std::string_view part : {a, b, name}) {
+    if (part.empty()) continue;
+    if (len && len < PMSTAT_NAME_LEN - 1) dst[len++] = '.';
+    size_t k = std::min(part.size(), PMSTAT_NAME_LEN - 1 - len);
+    memcpy(dst + len, part.data(), k);
+    len += k;
+  }
+  dst[len] = 0;
+  arr[*n].value = v;
+  (*n)++;
 }
 
 // Pages our dead processes left (same user; the pid is gone): removed once
@@ -67,49 +106,43 @@ void reap_stale(uid_t uid) {
 
 }  // namespace
 
-void parse_stats_text(const std::string& text, pmstat_page* page) {
+void parse_stats_text(std::string_view text, pmstat_page* page) {
   page->address[0] = 0;
   page->wire[0] = 0;
   page->ncounters = 0;
   page->npeers = 0;
   page->peers_total = 0;
-  std::istringstream lines(text);
-  std::string line, section;
-  auto add = [](pmstat_counter* arr, uint32_t* n, uint32_t cap, const std::string& name, uint64_t v) {
-    if (*n >= cap) return;
-    copy_str(arr[*n].name, PMSTAT_NAME_LEN, name);
-    arr[*n].value = v;
-    (*n)++;
-  };
-  while (std::getline(lines, line)) {
-    size_t b = line.find_first_not_of(' ');
-    if (b == std::string::npos) continue;
-    std::string t = line.substr(b);
-    if (t.compare(0, 5, "peer ") == 0) {
+  while (!text.empty()) {
+    size_t nl = std::min(text.find('\n'), text.size());
+    std::string_view t = text.substr(0, nl);
+    text.remove_prefix(std::min(nl + 1, text.size()));
+    size_t b = t.find_first_not_of(' ');
+    if (b == std::string_view::npos) continue;
+    t.remove_prefix(b);
+    if (t.substr(0, 5) == "peer ") {
       page->peers_total++;
       size_t colon = t.find(": ");
-      if (page->npeers >= PMSTAT_MAX_PEERS || colon == std::string::npos) continue;
+      if (page->npeers >= PMSTAT_MAX_PEERS || colon == std::string_view::npos) continue;
       pmstat_peer& p = page->peers[page->npeers++];
       copy_str(p.address, PMSTAT_TEXT_LEN, t.substr(5, colon - 5));
       p.nfields = 0;
-      std::istringstream toks(t.substr(colon + 2));
-      for (std::string tok; toks >> tok;) {
+      Words toks{t.substr(colon + 2)};
+      for (std::string_view tok; toks.next(&tok);) {
         size_t eq = tok.find('=');
         uint64_t v;
-        if (eq != std::string::npos && numeric(tok.substr(eq + 1), &v))
-          add(p.fields, &p.nfields, PMSTAT_MAX_PEER_FIELDS, tok.substr(0, eq), v);
+        if (eq != std::string_view::npos && numeric(tok.substr(eq + 1), &v))
+          add(p.fields, &p.nfields, PMSTAT_MAX_PEER_FIELDS, {}, {}, tok.substr(0, eq), v);
       }
       continue;
     }
-    std::istringstream toks(t);
-    std::string tok, sub;
+    Words toks{t};
+    std::string_view tok, section, sub;
     bool first = true;
-    section.clear();
-    while (toks >> tok) {
-      if (!tok.empty() && tok.back() == ';') tok.pop_back();
+    while (toks.next(&tok)) {
+      if (tok.back() == ';') tok.remove_suffix(1);
       if (tok.empty()) continue;
       if (tok.back() == ':') {
-        std::string name = tok.substr(0, tok.size() - 1);
+        std::string_view name = tok.substr(0, tok.size() - 1);
         if (first) section = name;  // "shm:", "eth:", "composite:", "endpoint:"
         else sub = name;            // "rail0:", "drops:"
         first = false;
@@ -117,34 +150,31 @@ void parse_stats_text(const std::string& text, pmstat_page* page) {
       }
       bool was_first = first;
       first = false;
-      std::string prefix = section.empty() ? "" : section + ".";
-      if (!sub.empty()) prefix += sub + ".";
       size_t eq = tok.find('=');
       uint64_t v;
-      if (tok.find("://") != std::string::npos) {
+      if (tok.find("://") != std::string_view::npos) {
         // A device's line without a section (pmshm's, pmeth's without the
         // composite): the scheme names it, as the composite's sections do.
-        if (was_first && section.empty()) section = tok.compare(0, 8, "pmshm://") == 0 ? "shm" : "eth";
+        if (was_first && section.empty()) section = tok.substr(0, 8) == "pmshm://" ? "shm" : "eth";
         // A name (pmeth's own over its shm device's; "...;shm=..." is part of it).
-        if (!page->address[0] || (tok.compare(0, 8, "pmeth://") == 0 && strncmp(page->address, "pmeth://", 8) != 0))
+        if (!page->address[0] || (tok.substr(0, 8) == "pmeth://" && strncmp(page->address, "pmeth://", 8) != 0))
           copy_str(page->address, PMSTAT_TEXT_LEN, tok);
         continue;
       }
-      if (eq == std::string::npos) {
-        if (tok == "up" || tok == "down") add(page->counters, &page->ncounters, PMSTAT_MAX_COUNTERS, prefix + "up", tok == "up");
-        else if (numeric(tok, &v) && section == "composite") {
+      if (eq == std::string_view::npos) {
+        if (tok == "up" || tok == "down") {
+          add(page->counters, &page->ncounters, PMSTAT_MAX_COUNTERS, section, sub, "up", tok == "up");
+        } else if (numeric(tok, &v) && section == "composite") {
           // "composite: N peers through shared memory, M through Ethernet"
-          std::string rest;
-          toks >> rest >> rest;  // "peers"/"through"
-          std::string what;
-          toks >> what;
-          add(page->counters, &page->ncounters, PMSTAT_MAX_COUNTERS,
-              prefix + (what == "shared" || rest == "shared" ? "shm_peers" : "eth_peers"), v);
+          bool shm = false;
+          std::string_view w;
+          for (int i = 0; i < 3 && toks.next(&w); i++) shm |= w == "shared";
+          add(page->counters, &page->ncounters, PMSTAT_MAX_COUNTERS, section, sub, shm ? "shm_peers" : "eth_peers", v);
         }
         continue;
       }
-      std::string k = tok.substr(0, eq), val = tok.substr(eq + 1);
-      if (numeric(val, &v)) add(page->counters, &page->ncounters, PMSTAT_MAX_COUNTERS, prefix + k, v);
+      std::string_view k = tok.substr(0, eq), val = tok.substr(eq + 1);
+      if (numeric(val, &v)) add(page->counters, &page->ncounters, PMSTAT_MAX_COUNTERS, section, sub, k, v);
       else if (k == "wire" && !page->wire[0]) copy_str(page->wire, sizeof page->wire, val);
     }
   }
@@ -199,7 +229,7 @@ bool LiveStats::due() noexcept {
   return true;
 }
 
-void LiveStats::publish(const std::string& text) {
+void LiveStats::publish(std::string_view text) {
   pmstat_page* p = page_;
   __atomic_store_n(&p->seq, p->seq + 1, __ATOMIC_RELAXED);  // odd: writing
   __atomic_thread_fence(__ATOMIC_RELEASE);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "pmfabric/pmstat.h"
 
@@ -22,7 +23,8 @@ class LiveStats {
   bool due() noexcept;  // 100 ms since the last update (coarse clock)
   // text: lines of "name=value" fields as the statistics line has them
   // (docs: pmstat.h); "section:" tokens prefix the names that follow.
-  void publish(const std::string& text);
+  // Allocates nothing.
+  void publish(std::string_view text);
   const std::string& path() const { return path_; }
 
  private:
@@ -34,6 +36,6 @@ class LiveStats {
 
 // Parses the statistics text into the page's counters and peers (exposed
 // for the unit test); the page's header fields are left alone.
-void parse_stats_text(const std::string& text, pmstat_page* page);
+void parse_stats_text(std::string_view text, pmstat_page* page);
 
 }  // namespace pm

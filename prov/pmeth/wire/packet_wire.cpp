@@ -1,5 +1,6 @@
 // AF_PACKET backend: receive ring polled from user space (an empty poll is a
 // memory read), transmit ring filled in user space and kicked once per burst.
+#include <algorithm>
 #include <arpa/inet.h>
 #include <linux/ethtool.h>
 #include <linux/filter.h>
@@ -635,17 +636,17 @@ class PacketWire final : public Wire {
   const char* kind() const noexcept override {
     return broker_conn_ ? "af_packet/broker" : gso_ ? "af_packet+gso" : "af_packet";
   }
-  std::string counters() const override {
-    if (!gso_) return {};
+  void append_counters(std::string& out) const override {
+    if (!gso_) return;
     char b[400];
-    snprintf(b, sizeof b,
+    int n = snprintf(b, sizeof b,
              " gso_packets=%llu gso_frames=%llu gso_tx_busy=%llu gso_rx_bad=%llu gso_bad_hdr=%llu gso_bad_len=%llu"
              " gso_bad_seg=%llu gso_bad_over=%llu gso_rx_lost=%llu%s",
              (unsigned long long)gso_sent_, (unsigned long long)gso_frames_, (unsigned long long)gso_busy_,
              (unsigned long long)(bad_.hdr + bad_.len + bad_.seg + bad_.over), (unsigned long long)bad_.hdr,
              (unsigned long long)bad_.len, (unsigned long long)bad_.seg, (unsigned long long)bad_.over,
              (unsigned long long)gso_rx_lost_, gso_ok_ ? "" : " gso_refused=1");
-    return b;
+    out.append(b, size_t(std::clamp(n, 0, int(sizeof b) - 1)));
   }
   // Administratively up and with carrier. The carrier comes from ethtool
   // (immediate); IFF_RUNNING follows the operational state, which the

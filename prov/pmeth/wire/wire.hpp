@@ -82,7 +82,7 @@ class Wire {
   virtual const char* kind() const noexcept = 0;
   // The backend's own counters for the statistics (" name=value" each; may
   // be empty).
-  virtual std::string counters() const { return {}; }
+  virtual void append_counters(std::string& out) const {}
  protected:
   // Backends that can: the word that changes when the next frame arrives,
   // and the bits that mean it has (kept current by rx_release()).
