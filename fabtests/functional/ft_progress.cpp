@@ -57,10 +57,10 @@ using namespace ft;
 // Every allocation of the process (the program, libfabric, the provider)
 // goes through these while g_counting is on; free() stays glibc's (the
 // memory comes from glibc's allocator either way).
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define FT_COUNT_ALLOCS 0
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
 #define FT_COUNT_ALLOCS 0
 #endif
 #endif

@@ -624,6 +624,7 @@ void EthDevice::handle_ack(Peer& p, const FrameHdr& h, uint64_t now) {
   p.una = ack;
   p.tries = 0;
   if (p.recovering) continue_recovery(p, ts_echo);
+  if (p.kick_tail) continue_kick_tail(p, ts_echo);
   if (ts_echo) {
     // From our timestamp to when the kernel took the echo (where the wire
     // says: our delay in reading it is not the network's), less how long
@@ -703,12 +704,9 @@ void EthDevice::continue_recovery(Peer& p, uint32_t ts_echo) {
 // The peer drained its ring after the kernel dropped frames, and has
 // nothing of ours beyond `una`: what we sent at least a round trip ago and
 // is unacknowledged was lost. Up to the peer's window goes now, the rest as
-// acknowledgements come (a recovery known not to be spurious). The rest
-// includes what we sent less than a round trip ago: had it been on its way,
-// it arrived before the resent frames (a rail keeps its order; across
-// rails a resend may be a duplicate, which the peer drops), so an
-// acknowledgement of those that does not cover it means it was lost too; it
-// is not left to the RTO.
+// acknowledgements come (a recovery known not to be spurious). What we sent
+// less than a round trip ago may still be on its way; continue_kick_tail
+// resends it once acknowledgements show it is not.
 void EthDevice::resend_lost_tail(Peer& p, uint64_t now) {
   // At most once per round trip (and 64 frames at a time, as a NAK's
   // bitmap): a forged or repeated notice cannot make us resend more.
@@ -721,19 +719,43 @@ void EthDevice::resend_lost_tail(Peer& p, uint64_t now) {
     if (t.seq != end || t.sent_ns + age > now) break;
     end++;
   }
-  if (end == p.una) return;  // all of it may still be on its way (a later notice is heard)
+  if (end == p.una) return;  // all of it may still be on its way (this notice resends nothing)
   p.tail_resent_ns = now;
   uint32_t limit = p.una + std::min<uint32_t>(std::max<uint32_t>(p.peer_window, 1), 64);
   if (seq_lt(end, limit)) limit = end;
-  uint32_t s = p.una;
-  for (; seq_lt(s, limit) && retransmit(p, s); s++) st_.recovery_resends++;
+  uint32_t s = p.una, ts = 0;
+  for (; seq_lt(s, limit) && retransmit(p, s, -1, s == p.una ? &ts : nullptr); s++) st_.recovery_resends++;
   st_.kicked++;
-  if (seq_lt(s, p.next_seq)) {
+  if (seq_lt(s, end)) {
     p.recovering = true;
     p.recover_first = false;
     p.recover_next = s;
-    p.recover_end = p.next_seq;
+    p.recover_end = end;
+  } else {
+    p.recovering = false;  // an RTO's recovery covered no more than this
   }
+  p.kick_tail = s != p.una && seq_lt(end, p.next_seq);
+  p.kick_from = end;
+  p.kick_end = p.next_seq;
+  p.kick_ts = ts;
+}
+
+// The frames younger than a round trip at a ring-overflow notice: sent
+// before the frames the notice had resent, so on their rail they arrived
+// before those, if at all. An acknowledgement that advances `una` into
+// them once every frame the notice covered is acknowledged and that echoes
+// a resent frame (the peer's last in-order arrival came after the notice)
+// means `una` was lost: it is resent. One frame per such acknowledgement,
+// each frame once, so a forged notice cannot make us resend more than a
+// real peer's acknowledgements allow; an echo of an original (the young
+// frames arriving) resends nothing.
+void EthDevice::continue_kick_tail(Peer& p, uint32_t ts_echo) {
+  if (!seq_lt(p.una, p.kick_end)) {
+    p.kick_tail = false;
+    return;
+  }
+  if (p.recovering || seq_lt(p.una, p.kick_from) || !ts_echo || int32_t(ts_echo - p.kick_ts) < 0) return;
+  if (retransmit(p, p.una)) st_.recovery_resends++;
 }
 
 // The kernel dropped frames for us (a full receive ring) and the ring is
@@ -828,7 +850,7 @@ void EthDevice::reset_peer(PeerId id, PacketSink* sink) {
   if (open_.peer == id) open_ = Open{};
   p.rto_deadline = 0;
   p.tries = 0;
-  p.recovering = p.recover_first = false;
+  p.recovering = p.recover_first = p.kick_tail = false;
   p.rx_since_ack = 0;
   p.ack_deadline = 0;
   p.gap_since_ns = 0;

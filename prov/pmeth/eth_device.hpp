@@ -207,6 +207,11 @@ class EthDevice final : public Device {
     bool recovering = false;
     bool recover_first = false;   // no acknowledgement since the RTO yet
     uint32_t recover_ts = 0;      // the RTO's resent frame's timestamp (echoes before it: originals)
+    // After a ring-overflow notice (resend_lost_tail): the frames then
+    // younger than a round trip, [kick_from, kick_end), resent one per
+    // acknowledgement that echoes a frame resent from kick_ts on.
+    bool kick_tail = false;
+    uint32_t kick_from = 0, kick_end = 0, kick_ts = 0;
     uint32_t kicked = 0;          // kick_stamp_ of the last kick it got
     uint64_t hello_deadline = 0;
     uint32_t hello_tries = 0;
@@ -299,6 +304,7 @@ class EthDevice final : public Device {
   void resend_lost_tail(Peer& p, uint64_t now);
   void kick_senders(uint64_t now);
   void continue_recovery(Peer& p, uint32_t ts_echo);
+  void continue_kick_tail(Peer& p, uint32_t ts_echo);
   void refresh_real_offset();
   bool deliver(PeerId id, uint8_t flags, const uint8_t* body, size_t len, PacketSink& sink);
   void close_open() noexcept;

@@ -54,13 +54,14 @@ bool numeric(std::string_view v, uint64_t* out) {
   return true;
 }
 
-// The words of a line, separated by spaces.
+// The words of a line, separated by white space.
+constexpr const char* kSpace = " \t\r\v\f";
 struct Words {
   std::string_view rest;
   bool next(std::string_view* w) {
-    size_t b = rest.find_first_not_of(' ');
+    size_t b = rest.find_first_not_of(kSpace);
     if (b == std::string_view::npos) return false;
-    size_t e = std::min(rest.find(' ', b), rest.size());
+    size_t e = std::min(rest.find_first_of(kSpace, b), rest.size());
     *w = rest.substr(b, e - b);
     rest.remove_prefix(e);
     return true;
@@ -116,7 +117,7 @@ void parse_stats_text(std::string_view text, pmstat_page* page) {
     size_t nl = std::min(text.find('\n'), text.size());
     std::string_view t = text.substr(0, nl);
     text.remove_prefix(std::min(nl + 1, text.size()));
-    size_t b = t.find_first_not_of(' ');
+    size_t b = t.find_first_not_of(kSpace);
     if (b == std::string_view::npos) continue;
     t.remove_prefix(b);
     if (t.substr(0, 5) == "peer ") {

@@ -2650,3 +2650,104 @@ Test(eth, a_session_up_without_the_hello_ack_keeps_to_what_each_side_learnt) {
   cr_assert_eq(peer_stat(*g_a, 2, "retrans"), 0u);
   cr_assert_eq(peer_stat(*g_b, 1, "retrans"), 0u);
 }
+// A ring-overflow notice while frames younger than a round trip are on
+// their way (and arrive, kept in b's reorder ring): the old ones are resent,
+// the young ones are not, also when the resends are acknowledged a few at a
+// time (ack_every 4).
+Test(eth, a_kick_does_not_resend_young_frames_that_arrive) {
+  DeviceConfig cfg = slow_config();
+  cfg.retries = 40;
+  cfg.dead_ms = 60000;
+  cfg.stale_window_ms = 0;
+  cfg.ack_every = 4;
+  LoopFaults f = faults();
+  f.delay_us = 2000;  // a round trip of ~4 ms
+  set_faults(f);
+  PeerId to_b = pair_up(cfg);
+  for (int i = 0; i < 20; i++) {  // settle srtt
+    send_blocking(*g_a, to_b, 100 + i, 100);
+    cr_assert(pump([&] { return g_a->tx_state(to_b, 2 + i) == 1; }));
+  }
+  size_t base = g_rb.got.size();
+  f.rx_cap = 4;
+  set_faults(f);
+  poll_only(*g_b, g_rb, 0.003);
+  for (unsigned i = 1; i <= 20; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, 300), 0, "send %u", i);
+  g_a->flush();
+  usleep(20000);                      // 1..20 are old; b's ring took 4
+  poll_only(*g_b, g_rb, 0.001);       // b drains, kicks (NAK at 5)
+  f.rx_cap = 0;
+  set_faults(f);
+  for (unsigned i = 21; i <= 28; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, 300), 0, "send %u", i);
+  g_a->flush();                       // young: on their way, they will arrive
+  poll_only(*g_a, g_ra, 0.0005);      // a reads the ACK and the kick well within the round trip
+  cr_assert(pump([&] { return g_a->tx_state(to_b, g_a->tx_ticket(to_b)) == 1; }, 5));
+  pump_for(0.02);
+  cr_assert_eq(g_rb.got.size() - base, 28u);
+  PeerId from_a = resolve(*g_b, *g_a);
+  for (unsigned i = 1; i <= 28; i++) check_pkt(g_rb.got[base + i - 1], from_a, i, 300);
+  cr_assert_eq(dev_stat(*g_a, "kicked"), 1u, "%s", g_a->stats().c_str());
+  cr_assert_eq(dev_stat(*g_a, "recovery_resends"), 16u, "the 16 old frames the ring dropped:\n%s", g_a->stats().c_str());
+  cr_assert_eq(peer_stat(*g_b, 1, "dups"), 0u, "young frames that arrived were resent:\n%s", g_b->stats().c_str());
+  cr_assert_eq(dev_stat(*g_a, "recoveries"), 0u, "an RTO was needed");
+}
+
+// One forged ring-overflow notice (an empty-bitmap NAK at `una`, from a
+// third station) while b is briefly away: 10 frames older than a round
+// trip and 20 younger on their way. The notice may cost the 10 old ones;
+// the young ones are resent at most once per acknowledgement that echoes
+// a resent frame, never all of them.
+Test(eth, a_forged_kick_resends_the_old_frames_not_the_window) {
+  DeviceConfig cfg = config();
+  cfg.retries = 40;
+  cfg.dead_ms = 60000;
+  cfg.stale_window_ms = 0;
+  cfg.ack_every = 4;
+  cfg.rto_min_us = 50000;
+  cfg.rto_init_us = 50000;
+  cfg.rto_max_us = 100000;
+  LoopFaults f = faults();
+  f.delay_us = 300;
+  set_faults(f);
+  PeerId to_b = pair_up(cfg);
+  for (int i = 0; i < 20; i++) {
+    send_blocking(*g_a, to_b, 100 + i, 100);
+    cr_assert(pump([&] { return g_a->tx_state(to_b, 2 + i) == 1; }));
+  }
+  // Learn the epochs and the next seq: one frame captured by a station that takes b's frames.
+  g_raw = open_wire(2, g_seg);
+  cr_assert_eq(send_pkt(*g_a, to_b, 500, 100), 0);
+  g_a->flush();
+  std::vector<RawRx> rx;
+  for (int k = 0; k < 2000 && rx.empty(); k++) { usleep(100); rx = raw_rx(); }
+  cr_assert(!rx.empty());
+  FrameHdr d0 = rx[0].h;
+  g_raw = open_wire(9, g_seg);  // b gets its frames again; the forger is ep 9
+  cr_assert(pump([&] { return g_a->tx_state(to_b, g_a->tx_ticket(to_b)) == 1; }, 5));
+  uint64_t dups0 = peer_stat(*g_b, 1, "dups"), re0 = peer_stat(*g_a, 2, "retrans");
+  for (unsigned i = 1; i <= 10; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, 300), 0);
+  g_a->flush();
+  usleep(5000);  // b descheduled: these 10 are now older than a round trip
+  for (unsigned i = 11; i <= 30; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, 300), 0);
+  g_a->flush();
+  FrameHdr h;
+  h.type = pm::eth::kNak;
+  h.job = kJob;
+  h.dst_ep = 1;
+  h.src_ep = 2;
+  h.src_epoch = d0.dst_epoch;
+  h.dst_epoch = d0.src_epoch;
+  h.ack = d0.seq + 1;
+  h.window = 32;
+  std::vector<uint8_t> fb = raw_frame(h, std::vector<uint8_t>(8, 0));
+  Frame fr{fb.data(), fb.size()};
+  cr_assert_eq(g_raw->tx_burst(&fr, 1), 1);
+  poll_only(*g_a, g_ra, 0.0006);
+  cr_assert(pump([&] { return g_a->tx_state(to_b, g_a->tx_ticket(to_b)) == 1; }, 5));
+  pump_for(0.02);
+  uint64_t resent = peer_stat(*g_a, 2, "retrans") - re0, dups = peer_stat(*g_b, 1, "dups") - dups0;
+  cr_log_info("forged notice: %llu resent, %llu duplicates at b", (unsigned long long)resent, (unsigned long long)dups);
+  cr_assert_eq(dev_stat(*g_a, "kicked"), 1u, "the forged notice was not taken: the test proves nothing");
+  cr_assert_geq(resent, 1u);
+  cr_assert_leq(resent, 20u, "a forged notice resent %llu of 30 frames", (unsigned long long)resent);
+}

@@ -84,6 +84,22 @@ Test(live_stats, counts_and_lengths_are_bounded) {
   for (uint32_t i = 0; i < p->ncounters; i++) cr_assert(memchr(p->counters[i].name, 0, PMSTAT_NAME_LEN));
 }
 
+Test(live_stats, names_are_joined_and_cut_values_saturate) {
+  auto p = std::make_unique<pmstat_page>();
+  memset(p.get(), 0, sizeof *p);
+  std::string longname(100, 'n');
+  pm::parse_stats_text("eth: x rail3: " + longname + "=7 big=99999999999999999999 max=18446744073709551615\t"
+                       "tab=2\r\n",
+                       p.get());
+  cr_assert_eq(p->ncounters, 4u);
+  std::string want = ("eth.rail3." + longname).substr(0, PMSTAT_NAME_LEN - 1);
+  cr_assert_str_eq(p->counters[0].name, want.c_str());
+  cr_assert_eq(p->counters[0].value, 7u);
+  cr_assert_eq(value(*p, "eth.rail3.big"), UINT64_MAX, "20 digits past 2^64-1 saturate");
+  cr_assert_eq(value(*p, "eth.rail3.max"), UINT64_MAX);
+  cr_assert_eq(value(*p, "eth.rail3.tab"), 2u, "tabs and a CR separate words");
+}
+
 Test(live_stats, a_page_is_published_and_removed) {
   auto ls = pm::LiveStats::create("pmtest");
   cr_assert(ls, "a page in /dev/shm");
