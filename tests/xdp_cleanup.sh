@@ -64,10 +64,20 @@ import socket
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("192.0.2.2", 47611)); s.listen(1); c, _ = s.accept(); c.sendall(c.recv(64))' &
     local srv=$! out
-    sleep 0.3
-    out=$(ip netns exec "${p}a" timeout 5 python3 -c '
-import socket
-c = socket.create_connection(("192.0.2.2", 47611), timeout=3); c.sendall(b"pmeth-xdp"); print(c.recv(64).decode())')
+    # The server may take a while to listen on a loaded machine: the client
+    # tries again while the connection is refused, for up to 5 s.
+    out=$(ip netns exec "${p}a" timeout 8 python3 -c '
+import socket, time
+end = time.monotonic() + 5
+while True:
+    try:
+        c = socket.create_connection(("192.0.2.2", 47611), timeout=3)
+        break
+    except ConnectionRefusedError:
+        if time.monotonic() > end:
+            raise
+        time.sleep(0.05)
+c.sendall(b"pmeth-xdp"); print(c.recv(64).decode())')
     wait "$srv"
     [[ $out == pmeth-xdp ]]
 }

@@ -624,7 +624,7 @@ void EthDevice::handle_ack(Peer& p, const FrameHdr& h, uint64_t now) {
   p.una = ack;
   p.tries = 0;
   if (p.recovering) continue_recovery(p, ts_echo);
-  if (p.kick_tail) continue_kick_tail(p, ts_echo);
+  if (p.kick_tail && h.type != kNak) continue_kick_tail(p, ts_echo);
   if (ts_echo) {
     // From our timestamp to when the kernel took the echo (where the wire
     // says: our delay in reading it is not the network's), less how long
@@ -658,6 +658,7 @@ void EthDevice::handle_ack(Peer& p, const FrameHdr& h, uint64_t now) {
 // as acknowledgements show the peer is back (continue_recovery), not now:
 // a receiver that is only slow would get it all twice.
 void EthDevice::start_recovery(Peer& p, uint32_t retx_ts) {
+  p.kick_tail = false;  // this recovery covers what a notice's tail had left
   if (!cfg_.tail_recovery || p.una + 1 == p.next_seq) return;  // nothing after it
   if (!p.recovering) st_.recoveries++;
   // Again from the start on every RTO: what this recovery resent before
@@ -735,27 +736,43 @@ void EthDevice::resend_lost_tail(Peer& p, uint64_t now) {
     p.recovering = false;  // an RTO's recovery covered no more than this
   }
   p.kick_tail = s != p.una && seq_lt(end, p.next_seq);
+  p.kick_echoed = false;
   p.kick_from = end;
   p.kick_end = p.next_seq;
   p.kick_ts = ts;
+  p.kick_burst = 1;
 }
 
 // The frames younger than a round trip at a ring-overflow notice: sent
 // before the frames the notice had resent, so on their rail they arrived
-// before those, if at all. An acknowledgement that advances `una` into
-// them once every frame the notice covered is acknowledged and that echoes
-// a resent frame (the peer's last in-order arrival came after the notice)
-// means `una` was lost: it is resent. One frame per such acknowledgement,
-// each frame once, so a forged notice cannot make us resend more than a
-// real peer's acknowledgements allow; an echo of an original (the young
-// frames arriving) resends nothing.
+// before those, if at all. An acknowledgement that covers every frame
+// resent so far and stops right there, at the first young frame not
+// resent, echoing a resent frame (the peer's in-order arrivals had reached
+// one), means that frame was lost: it is resent, with the frames after it,
+// one at the first such acknowledgement and twice as many at each next
+// (at most the peer's window and 64), each once. An acknowledgement past
+// it (the peer has frames beyond: its NAK names the missing ones), a NAK,
+// or an echo of an original (the young frames arriving) resends nothing;
+// a forged notice costs at most what real acknowledgements ask for.
 void EthDevice::continue_kick_tail(Peer& p, uint32_t ts_echo) {
   if (!seq_lt(p.una, p.kick_end)) {
     p.kick_tail = false;
     return;
   }
-  if (p.recovering || seq_lt(p.una, p.kick_from) || !ts_echo || int32_t(ts_echo - p.kick_ts) < 0) return;
-  if (retransmit(p, p.una)) st_.recovery_resends++;
+  if (ts_echo && int32_t(ts_echo - p.kick_ts) >= 0) p.kick_echoed = true;
+  else if (ts_echo) return;  // the last in-order arrival is an original
+  // It must stop right after what was resent (past it, the peer has frames
+  // beyond: its NAK names the missing ones), echo a resent frame or, without
+  // an echo (a GO after a STOP has none), come after one that did.
+  if (p.recovering || p.una != p.kick_from || !p.kick_echoed) return;
+  uint32_t n = std::min<uint32_t>({p.kick_burst, std::max<uint32_t>(p.peer_window, 1), 64, p.kick_end - p.una});
+  uint32_t s = p.una;
+  for (; s != p.una + n && retransmit(p, s); s++) st_.recovery_resends++;
+  p.kick_burst = std::min<uint32_t>(p.kick_burst * 2, 64);
+  // What was resent is not resent again: the next acknowledgement that
+  // stops short of it is answered by the RTO or a NAK.
+  p.kick_from = s;
+  if (s == p.kick_end) p.kick_tail = false;
 }
 
 // The kernel dropped frames for us (a full receive ring) and the ring is

@@ -208,10 +208,12 @@ class EthDevice final : public Device {
     bool recover_first = false;   // no acknowledgement since the RTO yet
     uint32_t recover_ts = 0;      // the RTO's resent frame's timestamp (echoes before it: originals)
     // After a ring-overflow notice (resend_lost_tail): the frames then
-    // younger than a round trip, [kick_from, kick_end), resent one per
-    // acknowledgement that echoes a frame resent from kick_ts on.
+    // younger than a round trip, [kick_from, kick_end), resent as
+    // acknowledgements show them lost (continue_kick_tail): kick_burst
+    // frames at the next one, twice as many at each after.
     bool kick_tail = false;
-    uint32_t kick_from = 0, kick_end = 0, kick_ts = 0;
+    bool kick_echoed = false;  // an acknowledgement echoed a frame resent from kick_ts on
+    uint32_t kick_from = 0, kick_end = 0, kick_ts = 0, kick_burst = 1;
     uint32_t kicked = 0;          // kick_stamp_ of the last kick it got
     uint64_t hello_deadline = 0;
     uint32_t hello_tries = 0;
