@@ -314,6 +314,22 @@ void case_target_away(Away how) {
 }
 
 // --------------------------------------------------------------- idle_cpu
+// Connects the two ranks and makes one exchange of 64 bytes each way
+// (verified), so that the peers know each other; both ranks then at a
+// barrier.
+void exchange_once(Endpoint& ep, uint32_t seed, uint64_t tag) {
+    auto addr = connect_all(ep);
+    auto rx = post_recv(ep, 64, true, tag);
+    barrier([&] { ep.progress(); });
+    auto tx = post_send(ep, addr[1 - rank()], 64, seed, true, tag);
+    complete_send(ep, *tx);
+    RecvExpect e;
+    e.len = 64;
+    e.seed = seed;
+    complete_recv(ep, *rx, e);
+    barrier([&] { ep.progress(); });
+}
+
 double cpu_s() {
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
@@ -326,17 +342,7 @@ void case_idle_cpu() {
         EpConfig cfg;
         cfg.progress = p;
         Endpoint ep(cfg);
-        auto addr = connect_all(ep);
-        // One exchange, so that the peers know each other.
-        auto rx = post_recv(ep, 64, true, 0x1D1E);
-        barrier([&] { ep.progress(); });
-        auto tx = post_send(ep, addr[1 - rank()], 64, 3, true, 0x1D1E);
-        complete_send(ep, *tx);
-        RecvExpect e;
-        e.len = 64;
-        e.seed = 3;
-        complete_recv(ep, *rx, e);
-        barrier([&] { ep.progress(); });
+        exchange_once(ep, 3, 0x1D1E);
         usleep(20000);  // the progress thread notices the application is away
         const double c0 = cpu_s(), t0 = now_s();
         usleep(2000000);
@@ -378,16 +384,7 @@ uint64_t page_updates() {
 void case_no_alloc() {
     FT_CHECK(FT_COUNT_ALLOCS, "no_alloc: not in a sanitizer build (its allocator replaces malloc)");
     Endpoint ep;
-    auto addr = connect_all(ep);
-    auto rx = post_recv(ep, 64, true, 0xA110);
-    barrier([&] { ep.progress(); });
-    auto tx = post_send(ep, addr[1 - rank()], 64, 5, true, 0xA110);
-    complete_send(ep, *tx);
-    RecvExpect e;
-    e.len = 64;
-    e.seed = 5;
-    complete_recv(ep, *rx, e);
-    barrier([&] { ep.progress(); });
+    exchange_once(ep, 5, 0xA110);
     const uint64_t u0 = page_updates();
     fi_cq_tagged_entry raw[8];
     ssize_t unexpected = 0;

@@ -2651,6 +2651,26 @@ Test(eth, a_session_up_without_the_hello_ack_keeps_to_what_each_side_learnt) {
   cr_assert_eq(peer_stat(*g_b, 1, "retrans"), 0u);
 }
 namespace {
+// a and b paired for the ring-overflow notice tests: RTO 50 ms, an ACK
+// every 4 frames (else after delayed_ack_us), no stale window, the loop
+// wire's faults f (its delay: half the round trip); 20 exchanges settle a's
+// round-trip estimate.
+PeerId pair_for_kicks(uint32_t delayed_ack_us, const LoopFaults& f) {
+  DeviceConfig cfg = slow_config();
+  cfg.retries = 40;
+  cfg.dead_ms = 60000;
+  cfg.stale_window_ms = 0;
+  cfg.ack_every = 4;
+  cfg.delayed_ack_us = delayed_ack_us;
+  set_faults(f);
+  PeerId to_b = pair_up(cfg);
+  for (int i = 0; i < 20; i++) {
+    send_blocking(*g_a, to_b, 100 + i, 100);
+    cr_assert(pump([&] { return g_a->tx_state(to_b, 2 + i) == 1; }));
+  }
+  return to_b;
+}
+
 // b's ring takes 4 of 20 frames from a; the 20 are older than a round trip
 // (4 ms) when b drains its ring and sends its ring-overflow notice. Then 8
 // more go, younger than a round trip when a reads the notice: they arrive
@@ -2658,20 +2678,9 @@ namespace {
 // way. Either way all 28 arrive once, in order, without an RTO (50 ms); the
 // 16 old frames are resent, and the young ones only if they were lost.
 void kick_with_young_frames(bool young_lost, uint32_t delayed_ack_us) {
-  DeviceConfig cfg = slow_config();
-  cfg.retries = 40;
-  cfg.dead_ms = 60000;
-  cfg.stale_window_ms = 0;
-  cfg.ack_every = 4;
-  cfg.delayed_ack_us = delayed_ack_us;
   LoopFaults f = faults();
   f.delay_us = 2000;  // a round trip of ~4 ms
-  set_faults(f);
-  PeerId to_b = pair_up(cfg);
-  for (int i = 0; i < 20; i++) {  // settle srtt
-    send_blocking(*g_a, to_b, 100 + i, 100);
-    cr_assert(pump([&] { return g_a->tx_state(to_b, 2 + i) == 1; }));
-  }
+  PeerId to_b = pair_for_kicks(delayed_ack_us, f);
   size_t base = g_rb.got.size();
   f.rx_cap = 4;
   set_faults(f);
@@ -2714,22 +2723,9 @@ Test(eth, a_kick_resends_young_frames_that_were_lost) { kick_with_young_frames(t
 // trip and 20 younger on their way. The notice may cost the 10 old ones,
 // never the young ones: b's acknowledgements echo them as they arrive.
 Test(eth, a_forged_kick_resends_the_old_frames_not_the_window) {
-  DeviceConfig cfg = config();
-  cfg.retries = 40;
-  cfg.dead_ms = 60000;
-  cfg.stale_window_ms = 0;
-  cfg.ack_every = 4;
-  cfg.rto_min_us = 50000;
-  cfg.rto_init_us = 50000;
-  cfg.rto_max_us = 100000;
   LoopFaults f = faults();
   f.delay_us = 1000;  // a round trip of ~2 ms: the 20 stay younger while a takes the notice
-  set_faults(f);
-  PeerId to_b = pair_up(cfg);
-  for (int i = 0; i < 20; i++) {
-    send_blocking(*g_a, to_b, 100 + i, 100);
-    cr_assert(pump([&] { return g_a->tx_state(to_b, 2 + i) == 1; }));
-  }
+  PeerId to_b = pair_for_kicks(config().delayed_ack_us, f);
   // Learn the epochs and the next seq: one frame captured by a station that takes b's frames.
   g_raw = open_wire(2, g_seg);
   cr_assert_eq(send_pkt(*g_a, to_b, 500, 100), 0);
