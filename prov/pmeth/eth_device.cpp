@@ -1495,7 +1495,9 @@ bool EthDevice::close_drained() noexcept {
 }
 
 void EthDevice::append_stats(std::string& s, size_t max_peers) const {
-  char buf[640];
+  // The longest group, " drops: ...", is 316 characters of text and 30
+  // values: at most 897 with every value at its widest (20 digits).
+  char buf[1024];
   // Appends what snprintf made of buf (cut at the buffer, never past it).
   auto put = [&](int n) { s.append(buf, size_t(std::clamp(n, 0, int(sizeof buf) - 1))); };
   char name[kNameText];
