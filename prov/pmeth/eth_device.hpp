@@ -406,7 +406,7 @@ class EthDevice final : public Device {
              injected_drops = 0, tx_full = 0, bad_mac = 0, replays = 0, held = 0, revived = 0,
              resets = 0, bundled = 0, rx_bundles = 0, timer_visits = 0, timer_passes = 0,
              recoveries = 0, spurious_rto = 0, recovery_resends = 0, kicks = 0, kicked = 0,
-             by_ref = 0, ack_asks = 0;
+             by_ref = 0, ack_asks = 0, nak_skips = 0;
   } st_;
 };
 

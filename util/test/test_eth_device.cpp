@@ -1292,6 +1292,23 @@ std::vector<RawRx> raw_rx() {
   return out;
 }
 
+// A NAK to a (ep 1) as from b (ep 2), at `ack` with bitmap `bits` (bit i:
+// ack + 1 + i arrived), in the session of d0 (a frame a sent to b).
+std::vector<uint8_t> nak_to_a(const FrameHdr& d0, uint32_t ack, uint64_t bits, uint16_t window) {
+  FrameHdr h;
+  h.type = pm::eth::kNak;
+  h.job = kJob;
+  h.dst_ep = 1;
+  h.src_ep = 2;
+  h.src_epoch = d0.dst_epoch;
+  h.dst_epoch = d0.src_epoch;
+  h.ack = ack;
+  h.window = window;
+  std::vector<uint8_t> body(8);
+  for (int i = 0; i < 8; i++) body[i] = uint8_t(bits >> (8 * i));
+  return raw_frame(h, body);
+}
+
 // Common checks of a frame the device (ep 10) sent to the raw endpoint.
 void check_from_dev(const RawRx& r, uint8_t type, uint32_t dst_epoch, uint16_t len) {
   const uint8_t* f = r.bytes.data();
@@ -2411,16 +2428,7 @@ Test(eth, empty_bitmap_naks_cannot_multiply_resends) {
   usleep(2000);  // older than a round trip (the frames it may resend)
   size_t resent = 0;
   for (int round = 0; round < 3; round++) {
-    FrameHdr h;
-    h.type = pm::eth::kNak;
-    h.job = kJob;
-    h.dst_ep = 1;
-    h.src_ep = 2;
-    h.src_epoch = d0.dst_epoch;
-    h.dst_epoch = d0.src_epoch;
-    h.ack = d0.seq;
-    h.window = 128;
-    std::vector<uint8_t> fb = raw_frame(h, std::vector<uint8_t>(8, 0));
+    std::vector<uint8_t> fb = nak_to_a(d0, d0.seq, 0, 128);
     Frame fr{fb.data(), fb.size()};
     cr_assert_eq(g_raw->tx_burst(&fr, 1), 1);
     g_a->poll(g_ra, 64);
@@ -2432,6 +2440,58 @@ Test(eth, empty_bitmap_naks_cannot_multiply_resends) {
   }
   cr_assert_leq(resent, 64u, "three NAKs within a round trip: %zu frames resent", resent);
   cr_assert_eq(dev_stat(*g_a, "kicked"), 1u);
+}
+
+// NAKs with a bitmap (forged, or repeated) resend a frame at most once per
+// quarter of a round trip: three at once resend the 64 frames they name
+// once; one more, half a round trip later, resends them again.
+Test(eth, bitmap_naks_resend_a_frame_once_per_quarter_round_trip) {
+  DeviceConfig cfg = config();
+  cfg.window = 128;
+  cfg.retries = 1000;
+  cfg.dead_ms = 60000;
+  cfg.rto_init_us = 200000;
+  cfg.rto_min_us = 200000;
+  cfg.rto_max_us = 400000;
+  LoopFaults f = faults();
+  f.delay_us = 5000;  // a round trip of at least 10 ms
+  set_faults(f);
+  PeerId to_b = pair_up(cfg);
+  uint64_t srtt_us = peer_stat(*g_a, 2, "srtt_us");
+  cr_assert_geq(srtt_us, 10000u);
+  g_raw = open_wire(2, g_seg);  // opened after b: it takes b's frames from now on
+  for (unsigned i = 1; i <= 100; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, 300), 0, "send %u", i);
+  g_a->flush();
+  std::vector<RawRx> rx, more;
+  for (int k = 0; k < 5000 && rx.size() < 100; k++) {
+    usleep(100);
+    more = raw_rx();
+    rx.insert(rx.end(), more.begin(), more.end());
+  }
+  cr_assert_eq(rx.size(), 100u);
+  FrameHdr d0 = rx[0].h;
+  uint64_t re0 = peer_stat(*g_a, 2, "retrans");
+  // Three NAKs at d0 naming the 64 frames from d0 (only bit 63 set).
+  std::vector<uint8_t> nak = nak_to_a(d0, d0.seq, uint64_t(1) << 63, 128);
+  std::array<Frame, 3> naks{Frame{nak.data(), nak.size()}, Frame{nak.data(), nak.size()},
+                            Frame{nak.data(), nak.size()}};
+  cr_assert_eq(g_raw->tx_burst(naks.data(), 3), 3);
+  auto resent = [&] { return peer_stat(*g_a, 2, "retrans") - re0; };
+  cr_assert(pump([&] { return dev_stat(*g_a, "nak_skips") == 128; }, 2),
+            "%llu resent\n%s", (unsigned long long)resent(), g_a->stats().c_str());
+  cr_assert_eq(resent(), 64u, "three NAKs at once");
+  size_t n = 0;
+  for (int k = 0; k < 5000 && n < 64; k++) {
+    usleep(100);
+    n += raw_rx().size();
+  }
+  cr_assert_eq(n, 64u);
+  usleep(useconds_t(srtt_us / 2 + 1000));
+  cr_assert_eq(g_raw->tx_burst(naks.data(), 1), 1);
+  cr_assert(pump([&] { return resent() == 128; }, 2), "a NAK half a round trip later: %llu resent\n%s",
+            (unsigned long long)resent(), g_a->stats().c_str());
+  cr_assert_eq(dev_stat(*g_a, "nak_skips"), 128u);
+  cr_assert_eq(dev_stat(*g_a, "kicked"), 0u);
 }
 
 // Two peers with nothing to say to each other for longer than the dead time
@@ -2775,16 +2835,7 @@ bool forged_kick() {
   uint64_t t0 = pm::now_ns();
   for (unsigned i = 11; i <= 30; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, 300), 0);
   g_a->flush();
-  FrameHdr h;
-  h.type = pm::eth::kNak;
-  h.job = kJob;
-  h.dst_ep = 1;
-  h.src_ep = 2;
-  h.src_epoch = d0.dst_epoch;
-  h.dst_epoch = d0.src_epoch;
-  h.ack = d0.seq + 1;
-  h.window = 32;
-  std::vector<uint8_t> fb = raw_frame(h, std::vector<uint8_t>(8, 0));
+  std::vector<uint8_t> fb = nak_to_a(d0, d0.seq + 1, 0, 32);
   Frame fr{fb.data(), fb.size()};
   cr_assert_eq(g_raw->tx_burst(&fr, 1), 1);
   uint64_t kicked_at = poll_a_until_kicked();
