@@ -473,6 +473,7 @@ int EthDevice::send_frame(PeerId peer, const PktHdr& hdr, const struct iovec* io
   s.rail = uint8_t(rail);
   s.seq = p.next_seq;
   s.sent_ns = now;
+  s.resent = false;
   p.next_seq++;
   p.tickets_sent++;
   p.rx_since_ack = 0;  // the ACK rode along
@@ -605,6 +606,7 @@ bool EthDevice::retransmit(Peer& p, uint32_t seq, int rail, uint32_t* ts) {
   unsigned r = rail >= 0 ? unsigned(rail) : rail_usable(p, s.rail) ? s.rail : other_rail(p, s.rail);
   if (!emit(p, r, f, s.len, &s)) return false;
   s.sent_ns = now_ns();
+  s.resent = true;
   s.rail = uint8_t(r);
   p.retrans++;
   if (ts) *ts = h.ts;
@@ -1175,15 +1177,17 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
       resend_lost_tail(p, now);
       break;
     }
-    // A frame named by NAKs is resent at most once per quarter of a round
-    // trip (and once per batch of frames read): a repeated or a forged NAK
-    // does not make it go again and again. The first NAK of a loss finds
-    // the frame about a round trip old, even when this one is shorter than
-    // the smoothed one.
-    uint64_t fresh = p.srtt_ns / 4;
+    // A frame that was resent goes again for a NAK only after a quarter of
+    // the round trip and of the minimum RTO (the peer repeats a NAK for the
+    // same gap after half its RTO), and once per batch of frames read: a
+    // repeated or forged NAK does not make it go again and again, nor does
+    // one the peer sent before the resend reached it (a second gap's NAK,
+    // about a round trip later, on a short link). A frame sent once goes at
+    // the first NAK that names it, however short the round trip was.
+    uint64_t fresh = std::max<uint64_t>(p.srtt_ns, uint64_t(cfg_.rto_min_us) * 1000) / 4;
     auto named = [&](uint32_t seq) {
       const TxSlot& t = p.ring[seq % cfg_.window];
-      if (t.seq == seq && t.sent_ns + fresh > now && seq_lt(seq, p.next_seq) && !seq_lt(seq, p.una)) {
+      if (t.seq == seq && t.resent && t.sent_ns + fresh > now && seq_lt(seq, p.next_seq) && !seq_lt(seq, p.una)) {
         st_.nak_skips++;
         return;
       }

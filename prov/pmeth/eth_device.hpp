@@ -163,6 +163,7 @@ class EthDevice final : public Device {
     uint32_t seq = 0;
     uint64_t sent_ns = 0;
     uint8_t rail = 0;             // where it last went
+    bool resent = false;          // sent again since its first time (retransmit)
     uint32_t lent = 0;            // flushes_ when last lent to a wire (Frame::stays)
     const uint8_t* tail = nullptr;  // the payload, in the sender's buffer (send_ref), or in the frame
     uint16_t head = 0;              // with a tail: the frame's bytes before it

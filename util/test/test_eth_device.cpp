@@ -2442,17 +2442,19 @@ Test(eth, empty_bitmap_naks_cannot_multiply_resends) {
   cr_assert_eq(dev_stat(*g_a, "kicked"), 1u);
 }
 
-// NAKs with a bitmap (forged, or repeated) resend a frame at most once per
-// quarter of a round trip: three at once resend the 64 frames they name
-// once; one more, half a round trip later, resends them again.
+// NAKs with a bitmap (forged, or repeated) resend a frame sent once at the
+// first, however young, and a resent one at most once per quarter of the
+// round trip and of the minimum RTO (1 s here: no RTO fires during the
+// test): three at once resend the 64 frames they name once; one more, a
+// quarter of the minimum RTO later, resends them again.
 Test(eth, bitmap_naks_resend_a_frame_once_per_quarter_round_trip) {
   DeviceConfig cfg = config();
   cfg.window = 128;
   cfg.retries = 1000;
   cfg.dead_ms = 60000;
-  cfg.rto_init_us = 200000;
-  cfg.rto_min_us = 200000;
-  cfg.rto_max_us = 400000;
+  cfg.rto_init_us = 1000000;
+  cfg.rto_min_us = 1000000;
+  cfg.rto_max_us = 2000000;
   LoopFaults f = faults();
   f.delay_us = 5000;  // a round trip of at least 10 ms
   set_faults(f);
@@ -2486,9 +2488,9 @@ Test(eth, bitmap_naks_resend_a_frame_once_per_quarter_round_trip) {
     n += raw_rx().size();
   }
   cr_assert_eq(n, 64u);
-  usleep(useconds_t(srtt_us / 2 + 1000));
+  usleep(cfg.rto_min_us / 4 + 20000);
   cr_assert_eq(g_raw->tx_burst(naks.data(), 1), 1);
-  cr_assert(pump([&] { return resent() == 128; }, 2), "a NAK half a round trip later: %llu resent\n%s",
+  cr_assert(pump([&] { return resent() == 128; }, 2), "a NAK 270 ms later: %llu resent\n%s",
             (unsigned long long)resent(), g_a->stats().c_str());
   cr_assert_eq(dev_stat(*g_a, "nak_skips"), 128u);
   cr_assert_eq(dev_stat(*g_a, "kicked"), 0u);
