@@ -1292,6 +1292,17 @@ std::vector<RawRx> raw_rx() {
   return out;
 }
 
+// raw_rx() every 100 us until at least n frames came, at most `polls` times.
+std::vector<RawRx> raw_rx_wait(size_t n, int polls) {
+  std::vector<RawRx> rx, more;
+  for (int k = 0; k < polls && rx.size() < n; k++) {
+    usleep(100);
+    more = raw_rx();
+    rx.insert(rx.end(), more.begin(), more.end());
+  }
+  return rx;
+}
+
 // A NAK to a (ep 1) as from b (ep 2), at `ack` with bitmap `bits` (bit i:
 // ack + 1 + i arrived), in the session of d0 (a frame a sent to b).
 std::vector<uint8_t> nak_to_a(const FrameHdr& d0, uint32_t ack, uint64_t bits, uint16_t window) {
@@ -2403,19 +2414,25 @@ Test(eth, hold_codes_round_down_within_an_eighth) {
   cr_assert_eq(pm::eth::hold_ns(0), 0u);
 }
 
+// The NAK tests' configuration: a window of 128, no end to the retries nor
+// death for a while, RTO from rto_us to twice that.
+DeviceConfig nak_config(uint32_t rto_us) {
+  DeviceConfig cfg = config();
+  cfg.window = 128;
+  cfg.retries = 1000;
+  cfg.dead_ms = 60000;
+  cfg.rto_init_us = rto_us;
+  cfg.rto_min_us = rto_us;
+  cfg.rto_max_us = 2 * rto_us;
+  return cfg;
+}
+
 // A forged (or repeated) empty-bitmap NAK, sent by whoever can put frames
 // on the segment under b's name: the first makes a resend at most 64
 // frames (of 128 in flight), the next ones within a round trip (RTO_MIN
 // 200 ms here) nothing. Before the cap, each one resent the whole window.
 Test(eth, empty_bitmap_naks_cannot_multiply_resends) {
-  DeviceConfig cfg = config();
-  cfg.window = 128;
-  cfg.retries = 1000;
-  cfg.dead_ms = 60000;
-  cfg.rto_init_us = 200000;
-  cfg.rto_min_us = 200000;
-  cfg.rto_max_us = 400000;
-  PeerId to_b = pair_up(cfg);
+  PeerId to_b = pair_up(nak_config(200000));
   g_raw = open_wire(2, g_seg);  // opened after b: it takes b's frames from now on
   unsigned sent = 0;
   int rc = 0;
@@ -2448,13 +2465,7 @@ Test(eth, empty_bitmap_naks_cannot_multiply_resends) {
 // test): three at once resend the 64 frames they name once; one more, a
 // quarter of the minimum RTO later, resends them again.
 Test(eth, bitmap_naks_resend_a_frame_once_per_quarter_round_trip) {
-  DeviceConfig cfg = config();
-  cfg.window = 128;
-  cfg.retries = 1000;
-  cfg.dead_ms = 60000;
-  cfg.rto_init_us = 1000000;
-  cfg.rto_min_us = 1000000;
-  cfg.rto_max_us = 2000000;
+  DeviceConfig cfg = nak_config(1000000);
   LoopFaults f = faults();
   f.delay_us = 5000;  // a round trip of at least 10 ms
   set_faults(f);
@@ -2464,12 +2475,7 @@ Test(eth, bitmap_naks_resend_a_frame_once_per_quarter_round_trip) {
   g_raw = open_wire(2, g_seg);  // opened after b: it takes b's frames from now on
   for (unsigned i = 1; i <= 100; i++) cr_assert_eq(send_pkt(*g_a, to_b, i, 300), 0, "send %u", i);
   g_a->flush();
-  std::vector<RawRx> rx, more;
-  for (int k = 0; k < 5000 && rx.size() < 100; k++) {
-    usleep(100);
-    more = raw_rx();
-    rx.insert(rx.end(), more.begin(), more.end());
-  }
+  std::vector<RawRx> rx = raw_rx_wait(100, 5000);
   cr_assert_eq(rx.size(), 100u);
   FrameHdr d0 = rx[0].h;
   uint64_t re0 = peer_stat(*g_a, 2, "retrans");
@@ -2482,12 +2488,7 @@ Test(eth, bitmap_naks_resend_a_frame_once_per_quarter_round_trip) {
   cr_assert(pump([&] { return dev_stat(*g_a, "nak_skips") == 128; }, 2),
             "%llu resent\n%s", (unsigned long long)resent(), g_a->stats().c_str());
   cr_assert_eq(resent(), 64u, "three NAKs at once");
-  size_t n = 0;
-  for (int k = 0; k < 5000 && n < 64; k++) {
-    usleep(100);
-    n += raw_rx().size();
-  }
-  cr_assert_eq(n, 64u);
+  cr_assert_eq(raw_rx_wait(64, 5000).size(), 64u);
   usleep(cfg.rto_min_us / 4 + 20000);
   cr_assert_eq(g_raw->tx_burst(naks.data(), 1), 1);
   cr_assert(pump([&] { return resent() == 128; }, 2), "a NAK 270 ms later: %llu resent\n%s",
@@ -2723,9 +2724,7 @@ namespace {
 // round-trip estimate (at least twice the delay). A fresh segment and
 // devices each time: the tests below may start over.
 PeerId pair_for_kicks(uint32_t delayed_ack_us, const LoopFaults& f) {
-  g_raw.reset();
-  g_b.reset();
-  g_a.reset();
+  teardown();
   g_ra.got.clear();
   g_rb.got.clear();
   g_seg = new_segment();
@@ -2824,8 +2823,7 @@ bool forged_kick() {
   g_raw = open_wire(2, g_seg);
   cr_assert_eq(send_pkt(*g_a, to_b, 500, 100), 0);
   g_a->flush();
-  std::vector<RawRx> rx;
-  for (int k = 0; k < 2000 && rx.empty(); k++) { usleep(100); rx = raw_rx(); }
+  std::vector<RawRx> rx = raw_rx_wait(1, 2000);
   cr_assert(!rx.empty());
   FrameHdr d0 = rx[0].h;
   g_raw = open_wire(9, g_seg);  // b gets its frames again; the forger is ep 9
