@@ -111,6 +111,13 @@ class Device {
   // progress helper sleeps at most until then. UINT64_MAX: no timer.
   virtual uint64_t next_timer_ns() const noexcept { return UINT64_MAX; }
 
+  // Messages to `peer` above this many bytes go by rendezvous, where `thr`
+  // is the endpoint's threshold (FI_<PROV>_RNDV_THRESHOLD). A device whose
+  // rendezvous saves no copy (no single-copy path to the peer) may name a
+  // larger one: its round trip then only spares the receiver buffering an
+  // unexpected message, which the endpoint's cap bounds anyway.
+  virtual size_t rndv_threshold(PeerId peer, size_t thr) const noexcept { return thr; }
+
   // Single copy: reads the peer's memory (`remote`, in its address space)
   // into `local`. -FI_ENOSYS when this peer cannot be read directly.
   virtual bool can_read_remote(PeerId peer) noexcept { return false; }

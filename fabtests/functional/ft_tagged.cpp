@@ -1,5 +1,6 @@
 // Tagged messaging: all send flavours, ignore bits, FIFO matching,
 // unexpected messages, FI_DIRECTED_RECV and FI_SOURCE with two clients.
+#include <algorithm>
 #include <cinttypes>
 
 #include "ft_xfer.h"
@@ -292,6 +293,48 @@ void case_source() {
     barrier();
 }
 
+// A send's buffer is the application's again once the send has completed
+// (fi_msg(3)): the client overwrites each at once, while the provider may
+// still be resending frames (the loss suites), and the server must get the
+// original bytes. Sizes on both sides of the rendezvous thresholds (16 KiB;
+// over Ethernet 1 MiB, where larger eager messages stay in the user's
+// buffer until acknowledged), received into receives posted before the
+// sends and, in the second round, posted only after them (unexpected).
+void case_reuse() {
+    Endpoint ep;
+    auto addr = connect_all(ep);
+    const std::vector<size_t> sizes = {16385, 65536, 262145, size_t(1) << 20, (size_t(1) << 20) + 1};
+    for (int round = 0; round < 2; ++round) {
+        const uint64_t tag0 = 0x7E00 + 16 * (uint64_t)round;
+        const uint32_t seed0 = 7000u + 16u * (uint32_t)round;
+        if (rank() == kServer) {
+            std::vector<XferPtr> rx;
+            auto post_all = [&] {
+                for (size_t i = 0; i < sizes.size(); ++i) rx.push_back(post_recv(ep, sizes[i], true, tag0 + i));
+            };
+            if (round == 0) post_all();
+            signal_peer(kClient, kReady);
+            if (round == 1) {
+                wait_signal_progress(ep, kClient, kSent);
+                post_all();
+            }
+            for (size_t i = 0; i < sizes.size(); ++i)
+                complete_recv(ep, *rx[i], {.len = sizes[i], .seed = seed0 + (uint32_t)i, .tag = tag0 + i});
+        } else {
+            wait_signal(kServer, kReady);
+            std::vector<XferPtr> tx;
+            for (size_t i = 0; i < sizes.size(); ++i)
+                tx.push_back(post_send(ep, addr[kServer], sizes[i], seed0 + (uint32_t)i, true, tag0 + i));
+            if (round == 1) signal_peer(kServer, kSent);
+            for (auto& s : tx) {
+                complete_send(ep, *s);
+                std::fill(s->buf.begin(), s->buf.end(), uint8_t(0xA5));
+            }
+        }
+        barrier([&] { ep.progress(); });
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -306,5 +349,6 @@ int main(int argc, char** argv) {
                         {"unexpected", 2, case_unexpected},
                         {"directed", 3, case_directed},
                         {"source", 3, case_source},
+                        {"reuse", 2, case_reuse},
                     });
 }

@@ -79,6 +79,11 @@ class CompositeDevice final : public Device {
                                 : -FI_EINVAL;
   }
   int poll(PacketSink& sink, int budget) noexcept override;
+  size_t rndv_threshold(PeerId peer, size_t thr) const noexcept override {
+    return peer < peers_.size()
+               ? on(peer, [&](auto& d, PeerId q) { return static_cast<const Device&>(d).rndv_threshold(q, thr); })
+               : thr;
+  }
   bool can_read_remote(PeerId peer) noexcept override {
     return peer < peers_.size() && on(peer, [](auto& d, PeerId sub) { return d.can_read_remote(sub); });
   }

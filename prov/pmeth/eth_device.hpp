@@ -45,6 +45,10 @@ struct DeviceConfig {
   // answers eventually and is never declared dead for it.
   uint32_t dead_ms = 60000;
   double drop_rate = 0;         // receive-side fault injection
+  // Messages above this many bytes go by rendezvous (Device::rndv_threshold):
+  // over the wire it saves no copy, so by default only messages beyond the
+  // eager protocol's limit (kMaxEagerMsg) do.
+  size_t rndv_threshold = size_t(1) << 20;
   bool checksum = true;
   // Small packets to one peer between two flushes share a frame.
   bool bundle = true;
@@ -97,6 +101,7 @@ class EthDevice final : public Device {
     return peer < peers_.size() && gso_to(peers_[peer]) ? max_payload_ : link_payload_;
   }
   size_t rx_max_payload(PeerId) const noexcept override { return link_payload_; }
+  size_t rndv_threshold(PeerId, size_t) const noexcept override { return cfg_.rndv_threshold; }
   int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
            size_t len) noexcept override {
     return send_frame(peer, hdr, iov, iovcnt, offset, len, false);

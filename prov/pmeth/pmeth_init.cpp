@@ -79,6 +79,12 @@ const ParamSpec kParams[] = {
      "small packets sent to one peer before the provider kicks the wire (FI_MORE, or sends queued "
      "behind a full window) share one frame (the seed's network burst)",
      "1"},
+    {"wire_rndv_threshold", T::kSize,
+     "messages to peers reached over Ethernet above this many bytes use rendezvous (RTS, CTS, then the "
+     "data); at most 1048576, the limit of an eager message. Over the wire a rendezvous saves no copy, only "
+     "the receiver's buffering of an unexpected message (which unexp_cap_kb bounds), and costs a round "
+     "trip; rndv_threshold applies to peers reached through shared memory",
+     "1048576"},
     {"ack_every", T::kSize, "frames received before an acknowledgement is sent at once", "32"},
     {"delayed_ack_us", T::kInt,
      "longest wait for traffic back to carry an acknowledgement before one is sent alone", "50"},
@@ -621,6 +627,7 @@ class PmEth final : public ProviderDef {
     dc.retries = uint32_t(g_params.get_int("retries"));
     dc.drop_rate = atof(g_params.get_string("drop_rate").c_str());
     dc.checksum = g_params.get_bool("checksum");
+    dc.rndv_threshold = g_params.get_size("wire_rndv_threshold");
     dc.bundle = g_params.get_bool("bundle");
     dc.echo_hold = g_params.get_bool("echo_hold");
     dc.tail_recovery = g_params.get_bool("tail_recovery");

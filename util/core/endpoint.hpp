@@ -6,6 +6,7 @@
 
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -281,6 +282,12 @@ class Endpoint final : public PacketSink {
   uint64_t tx_op_flags_ = 0, rx_op_flags_ = 0;
   size_t inject_size_;
   size_t rndv_threshold_;
+  // Messages to `peer` above this many bytes go by rendezvous: the device's
+  // word for the path (Device::rndv_threshold), within the protocol's bound
+  // of an eager message; none on a datagram endpoint.
+  size_t rndv_threshold(PeerId peer) const noexcept {
+    return dgram_ ? SIZE_MAX : std::min<size_t>(dev_->rndv_threshold(peer, rndv_threshold_), kMaxEagerMsg);
+  }
   size_t help_min_ = 0;  // cma_share_min: shared single copies from this size (0: never)
   size_t min_multi_recv_ = 64;
   uint64_t peer_timeout_ns_;

@@ -74,7 +74,7 @@ ssize_t Endpoint::send(const struct iovec* iov, size_t iovcnt, fi_addr_t dest, u
   op->completion = wants_success(flags, entry);
   op->wait_ack = (flags | tx_op_flags_) & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE);
   op->hdr = PktHdr{};
-  op->hdr.op = len > rndv_threshold_ && !inject ? kPktRts : kPktEager;
+  op->hdr.op = !inject && len > rndv_threshold(peer) ? kPktRts : kPktEager;
   op->hdr.flags = uint8_t((tagged ? kPktTagged : 0) | ((flags & FI_REMOTE_CQ_DATA) ? kPktCqData : 0));
   if (flags & FI_REMOTE_CQ_DATA) op->cq_flags |= FI_REMOTE_CQ_DATA;
   op->hdr.tag = tagged ? tag : 0;
@@ -222,6 +222,10 @@ bool Endpoint::advance_tx(TxOp* op) {
     return true;
   }
   size_t maxp = dev_->max_payload(op->peer);
+  // An eager message of rendezvous size (a device that sends those eagerly,
+  // Device::rndv_threshold) may stay in the user's buffer, as a rendezvous'
+  // data would: it then completes once the peer has it all (sent_all).
+  bool ref = !op->injected && len > rndv_threshold_;
   do {
     size_t seg = std::min(maxp, len - op->sent);
     PktHdr h = op->hdr;
@@ -230,16 +234,18 @@ bool Endpoint::advance_tx(TxOp* op) {
       h.offset = op->sent;
     }
     h.seg_len = uint32_t(seg);
-    int rc = dev_->send(op->peer, h, op->iov, op->iovcnt, op->sent, seg);
-    if (rc == -FI_EAGAIN) return false;
-    if (rc < 0) {
-      ps.queue.remove(op);
-      complete_tx(op, -rc);
-      return true;
+    int rc = ref ? dev_->send_ref(op->peer, h, op->iov, op->iovcnt, op->sent, seg)
+                 : dev_->send(op->peer, h, op->iov, op->iovcnt, op->sent, seg);
+    if (rc == 1) {
+      op->wait_ack = op->by_ref = true;
+      rc = 0;
     }
+    if (rc == -FI_EAGAIN) return false;
+    if (rc < 0) return failed(rc);  // frames sent by reference may still be read
     op->sent += seg;
   } while (op->sent < len);
   ps.queue.remove(op);
+  if (op->by_ref) dev_->want_ack(op->peer);
   sent_all(op);
   return true;
 }

@@ -287,7 +287,8 @@ using T = ParamSpec::Type;
 const ParamSpec kCoreParams[] = {
     {"rndv_threshold", T::kSize,
      "messages above this many bytes use rendezvous: the receiver pulls them once matched (single "
-     "copy where the device can), so an unexpected large message costs it a header",
+     "copy where the device can), so an unexpected large message costs it a header (a path on which a "
+     "rendezvous saves no copy may have a threshold of its own)",
      "16384"},
     {"cma_share_min", T::kSize,
      "a rendezvous of at least this many bytes done by single copy (CMA) is shared: the receiver reads "
