@@ -1,6 +1,7 @@
 // FI_MULTI_RECV: one posted buffer takes several messages. Every completion
 // points inside the buffer, payloads are intact, and the buffer's last
 // completion carries FI_MULTI_RECV (after which nothing more lands in it).
+#include <algorithm>
 #include <cinttypes>
 #include <cstring>
 
@@ -185,8 +186,92 @@ void case_cancel_inflight() {
     barrier([&] { ep.progress(); });
 }
 
+// A multi-recv buffer posted while an unexpected message is still arriving
+// (a 1 MiB message: eager over Ethernet, about 750 frames) takes it first,
+// then the small messages sent after it, at increasing offsets in the order
+// they were sent; the last entry releases the buffer. The receiver
+// posts the buffer as soon as FI_PEEK shows the large message, which then
+// is most likely still arriving. Ten rounds.
+void case_arriving() {
+    EpConfig cfg;
+    cfg.caps = FI_MSG | FI_MULTI_RECV;
+    Endpoint ep(cfg);
+    auto addr = connect_all(ep);
+    constexpr size_t kBig = 1u << 20, kSmall = 1000, kMin = 1024;
+    constexpr int kSmalls = 9, kRounds = 10;
+    const size_t buf_len = kBig + kSmalls * kSmall + kMin / 2;  // released after the last message
+    if (rank() == kServer) {
+        size_t min_free = kMin;
+        FT_CALL(fi_setopt(&ep.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min_free, sizeof min_free));
+    }
+    for (int round = 0; round < kRounds; ++round) {
+        const uint32_t seed0 = 600u + 16u * (uint32_t)round;
+        if (rank() == kClient) {
+            wait_signal(kServer, kReady);
+            std::vector<XferPtr> tx;
+            tx.push_back(post_send(ep, addr[kServer], kBig, seed0, false));
+            for (int k = 1; k <= kSmalls; ++k)
+                tx.push_back(post_send(ep, addr[kServer], kSmall, seed0 + (uint32_t)k, false));
+            for (auto& s : tx) complete_send(ep, *s, 30.0);
+            continue;
+        }
+        std::vector<uint8_t> mem(buf_len);
+        signal_peer(kClient, kReady);
+        const double deadline = now_s() + kWait;
+        for (;;) {  // until the large message shows (FI_PEEK completes at once)
+            OpCtx pctx;
+            fi_msg pm{};
+            pm.addr = FI_ADDR_UNSPEC;
+            pm.context = &pctx.fctx;
+            ep.post("fi_recvmsg(FI_PEEK)", [&] { return fi_recvmsg(ep.ep, &pm, FI_PEEK); });
+            Comp c = ep.wait_ctx(&pctx, "FI_PEEK for the 1 MiB message");
+            if (!c.is_err) {
+                FT_EQ(c.len, kBig, "FI_PEEK length");
+                break;
+            }
+            FT_CHECK(c.err == FI_ENOMSG, "FI_PEEK: %s", describe(c).c_str());
+            FT_CHECK(now_s() < deadline, "round %d: the message never showed up to FI_PEEK", round);
+        }
+        OpCtx ctx;
+        iovec iov{mem.data(), mem.size()};
+        fi_msg m{};
+        m.msg_iov = &iov;
+        m.iov_count = 1;
+        m.addr = FI_ADDR_UNSPEC;
+        m.context = &ctx.fctx;
+        ep.post("fi_recvmsg(FI_MULTI_RECV)", [&] { return fi_recvmsg(ep.ep, &m, FI_MULTI_RECV); });
+        // Entries may come in any order (a rendezvous' data comes after
+        // the small messages sent behind it); places may not.
+        std::vector<Comp> got;
+        while (got.empty() || !(got.back().flags & FI_MULTI_RECV)) {
+            FT_CHECK(got.size() <= (size_t)kSmalls + 1, "round %d: more entries than messages, none releasing "
+                     "the buffer", round);
+            got.push_back(ep.wait_ctx(&ctx, "a message in the multi-recv buffer", 30.0));
+            FT_CHECK(!got.back().is_err, "round %d: error entry %s", round, describe(got.back()).c_str());
+        }
+        if (got.back().len == 0) got.pop_back();  // a bare release entry
+        FT_EQ(got.size(), (size_t)kSmalls + 1, "messages in the buffer");
+        std::sort(got.begin(), got.end(), [](const Comp& a, const Comp& b) { return a.buf < b.buf; });
+        size_t off = 0;
+        for (int k = 0; k <= kSmalls; ++k) {
+            const Comp& c = got[(size_t)k];
+            size_t want = k == 0 ? kBig : kSmall;
+            FT_CHECK(c.len == want && c.buf == mem.data() + off,
+                     "round %d: place %d holds %zu bytes at offset %td, expected message %d (%zu bytes) at %zu: "
+                     "a message overtook one sent before it",
+                     round, k, c.len, static_cast<uint8_t*>(c.buf) - mem.data(), k, want, off);
+            check(c.buf, c.len, seed0 + (uint32_t)k, "message in the multi-recv buffer");
+            off += (want + 7) & ~size_t(7);
+        }
+        ep.expect_quiet(0.02, "after the buffer's release");
+    }
+    barrier([&] { ep.progress(); });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    return run_main(argc, argv, {{"basic", 2, case_basic}, {"cancel_inflight", 2, case_cancel_inflight}});
+    return run_main(argc, argv, {{"basic", 2, case_basic},
+                                 {"cancel_inflight", 2, case_cancel_inflight},
+                                 {"arriving", 2, case_arriving}});
 }

@@ -238,6 +238,7 @@ class Endpoint final : public PacketSink {
   void deliver_rts(RecvOp* r, size_t base, PeerId peer, const PktHdr& h,
                    const RemoteIov* riov, size_t riovcnt);
   void deliver_unexpected(RecvOp* r, Unexp* u);
+  void place_unexpected(RecvOp* r, Unexp* u, size_t base);
   void finish_recv(RecvOp* r, size_t base, size_t msg_len, size_t copied, const PktHdr& h,
                    PeerId peer);
   void complete_recv_err(RecvOp* r, int err, size_t len);

@@ -121,10 +121,13 @@ ssize_t Endpoint::recv(const struct iovec* iov, size_t iovcnt, fi_addr_t src, ui
   }
 
   if (r->flags & FI_MULTI_RECV) {
-    // Fill the buffer with what already waits, then post what is left.
+    // Fill the buffer with what already waits, in arrival order, then post
+    // what is left. A message still arriving keeps its place and is
+    // finished there (assembled): what follows it from its sender, matched
+    // to this buffer later, lands after it, as it was sent.
     while (!r->retired) {
       Unexp* u = matcher_.find_unexpected(kNoPeer, tagged, tag, ignore);
-      if (!u || !u->complete()) break;
+      if (!u) break;
       deliver_unexpected(r, u);
     }
     if (!r->retired) matcher_.post(r);
@@ -307,7 +310,7 @@ void Endpoint::assembled(const Assembly& done) {
   } else if (u->waiting) {
     RecvOp* r = u->waiting;
     u->waiting = nullptr;
-    deliver_unexpected(r, u);
+    place_unexpected(r, u, u->base);
   }
 }
 
@@ -453,12 +456,17 @@ void Endpoint::deliver_unexpected(RecvOp* r, Unexp* u) {
     delete u;
     return;
   }
-  if (!u->complete()) {  // the rest is still arriving: finish when it has
+  if (!u->complete()) {  // the rest is still arriving: finish when it has, at this place
+    // (a multi-receive buffer counts it in flight: its release waits for it)
     u->waiting = r;
-    if (r->flags & FI_MULTI_RECV) r->used = base;  // placement redone at delivery
-    if (r->flags & FI_MULTI_RECV) r->inflight--;
+    u->base = base;
     return;
   }
+  place_unexpected(r, u, base);
+}
+
+// An unexpected message whose bytes are all in goes to its receive.
+void Endpoint::place_unexpected(RecvOp* r, Unexp* u, size_t base) {
   matcher_.unexpected(u->tagged()).remove(u);
   size_t n = std::min<size_t>(u->hdr.msg_len, capacity(r, base));
   iov_copy_to(r->iov, r->iovcnt, base, u->data.get(), n);

@@ -46,6 +46,7 @@ struct Unexp {
   size_t riovcnt = 0;
   void* claim_ctx = nullptr; // claimed by a FI_PEEK|FI_CLAIM with this context
   RecvOp* waiting = nullptr; // matched before all segments arrived
+  size_t base = 0;           // where in `waiting` it goes (a multi-receive buffer's place kept for it)
   // The endpoint's unexpected-memory total, charged `charge` bytes for this
   // message for as long as it exists (see Endpoint's cap).
   size_t* account = nullptr;
