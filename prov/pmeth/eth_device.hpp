@@ -46,9 +46,11 @@ struct DeviceConfig {
   uint32_t dead_ms = 60000;
   double drop_rate = 0;         // receive-side fault injection
   // Messages above this many bytes go by rendezvous (Device::rndv_threshold):
-  // over the wire it saves no copy, so by default only messages beyond the
-  // eager protocol's limit (kMaxEagerMsg) do.
-  size_t rndv_threshold = size_t(1) << 20;
+  // over the wire it saves no copy, only the receiver's buffering of an
+  // unexpected message whole (bounded by the endpoint's cap, at which the
+  // peer waits): 256 KiB outstanding sends of one sender (tx_size 256) fill
+  // a quarter of the default cap.
+  size_t rndv_threshold = size_t(256) << 10;
   bool checksum = true;
   // Small packets to one peer between two flushes share a frame.
   bool bundle = true;

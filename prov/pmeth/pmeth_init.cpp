@@ -81,10 +81,11 @@ const ParamSpec kParams[] = {
      "1"},
     {"wire_rndv_threshold", T::kSize,
      "messages to peers reached over Ethernet above this many bytes use rendezvous (RTS, CTS, then the "
-     "data); at most 1048576, the limit of an eager message. Over the wire a rendezvous saves no copy, only "
-     "the receiver's buffering of an unexpected message (which unexp_cap_kb bounds), and costs a round "
-     "trip; rndv_threshold applies to peers reached through shared memory",
-     "1048576"},
+     "data); at most 1048576, the limit of an eager message. Over the wire a rendezvous saves no copy and "
+     "costs a round trip; it spares the receiver buffering an unexpected message whole (unexp_cap_kb "
+     "bounds that memory; at the cap the sender waits). rndv_threshold applies to peers reached through "
+     "shared memory",
+     "262144"},
     {"ack_every", T::kSize, "frames received before an acknowledgement is sent at once", "32"},
     {"delayed_ack_us", T::kInt,
      "longest wait for traffic back to carry an acknowledgement before one is sent alone", "50"},
