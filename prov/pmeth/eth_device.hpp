@@ -48,8 +48,8 @@ struct DeviceConfig {
   // Messages above this many bytes go by rendezvous (Device::rndv_threshold):
   // over the wire it saves no copy, only the receiver's buffering of an
   // unexpected message whole (bounded by the endpoint's cap, at which the
-  // peer waits): 256 KiB outstanding sends of one sender (tx_size 256) fill
-  // a quarter of the default cap.
+  // peer waits): one sender's 256 outstanding sends (tx_size) of 256 KiB
+  // fill a quarter of the default cap.
   size_t rndv_threshold = size_t(256) << 10;
   bool checksum = true;
   // Small packets to one peer between two flushes share a frame.
