@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstring>
+#include <string>
 
 #include "ft_xfer.h"
 
@@ -23,14 +24,38 @@ struct MultiBuf {
     int count = 0;
 };
 
-void post_multi(Endpoint& ep, MultiBuf& b) {
-    iovec iov{b.mem.data(), b.mem.size()};
+// Posts `mem` as one multi-recv buffer with context `ctx`.
+void post_multi(Endpoint& ep, std::vector<uint8_t>& mem, OpCtx& ctx) {
+    iovec iov{mem.data(), mem.size()};
     fi_msg m{};
     m.msg_iov = &iov;
     m.iov_count = 1;
     m.addr = FI_ADDR_UNSPEC;
-    m.context = &b.ctx.fctx;
+    m.context = &ctx.fctx;
     ep.post("fi_recvmsg(FI_MULTI_RECV)", [&] { return fi_recvmsg(ep.ep, &m, FI_MULTI_RECV); });
+}
+
+void post_multi(Endpoint& ep, MultiBuf& b) { post_multi(ep, b.mem, b.ctx); }
+
+// FI_PEEK (which completes at once) until a message waits unexpected, every
+// pause_ms; it must be `len` bytes long and show up within kWait.
+void peek_until_unexpected(Endpoint& ep, size_t len, int pause_ms, const std::string& what) {
+    const double deadline = now_s() + kWait;
+    for (;;) {
+        OpCtx pctx;
+        fi_msg pm{};
+        pm.addr = FI_ADDR_UNSPEC;
+        pm.context = &pctx.fctx;
+        ep.post("fi_recvmsg(FI_PEEK)", [&] { return fi_recvmsg(ep.ep, &pm, FI_PEEK); });
+        Comp c = ep.wait_ctx(&pctx, ("FI_PEEK for " + what).c_str());
+        if (!c.is_err) {
+            FT_EQ(c.len, len, "FI_PEEK length");
+            return;
+        }
+        FT_CHECK(c.err == FI_ENOMSG, "FI_PEEK: %s", describe(c).c_str());
+        FT_CHECK(now_s() < deadline, "%s never showed up to FI_PEEK", what.c_str());
+        if (pause_ms) sleep_ms(pause_ms);
+    }
 }
 
 void case_basic() {
@@ -136,31 +161,10 @@ void case_cancel_inflight() {
         return;
     }
     wait_signal_progress(ep, kClient, kSent);
-    const double deadline = now_s() + kWait;
-    for (;;) {  // until the message waits unexpected
-        OpCtx pctx;
-        fi_msg pm{};
-        pm.addr = FI_ADDR_UNSPEC;
-        pm.context = &pctx.fctx;
-        ep.post("fi_recvmsg(FI_PEEK)", [&] { return fi_recvmsg(ep.ep, &pm, FI_PEEK); });
-        Comp c = ep.wait_ctx(&pctx, "FI_PEEK for the 4 MiB message");
-        if (!c.is_err) {
-            FT_EQ(c.len, kLen, "FI_PEEK length");
-            break;
-        }
-        FT_CHECK(c.err == FI_ENOMSG, "FI_PEEK: %s", describe(c).c_str());
-        FT_CHECK(now_s() < deadline, "the message never showed up to FI_PEEK");
-        sleep_ms(1);
-    }
+    peek_until_unexpected(ep, kLen, 1, "the 4 MiB message");
     std::vector<uint8_t> mem(2 * kLen);
     OpCtx ctx;
-    iovec iov{mem.data(), mem.size()};
-    fi_msg m{};
-    m.msg_iov = &iov;
-    m.iov_count = 1;
-    m.addr = FI_ADDR_UNSPEC;
-    m.context = &ctx.fctx;
-    ep.post("fi_recvmsg(FI_MULTI_RECV)", [&] { return fi_recvmsg(ep.ep, &m, FI_MULTI_RECV); });
+    post_multi(ep, mem, ctx);
     FT_CALL(fi_cancel(&ep.ep->fid, &ctx.fctx));
     std::vector<Comp> got;
     while (got.empty() || !(got.back().flags & FI_MULTI_RECV)) {
@@ -217,29 +221,10 @@ void case_arriving() {
         }
         std::vector<uint8_t> mem(buf_len);
         signal_peer(kClient, kReady);
-        const double deadline = now_s() + kWait;
-        for (;;) {  // until the large message shows (FI_PEEK completes at once)
-            OpCtx pctx;
-            fi_msg pm{};
-            pm.addr = FI_ADDR_UNSPEC;
-            pm.context = &pctx.fctx;
-            ep.post("fi_recvmsg(FI_PEEK)", [&] { return fi_recvmsg(ep.ep, &pm, FI_PEEK); });
-            Comp c = ep.wait_ctx(&pctx, "FI_PEEK for the 256 KiB message");
-            if (!c.is_err) {
-                FT_EQ(c.len, kBig, "FI_PEEK length");
-                break;
-            }
-            FT_CHECK(c.err == FI_ENOMSG, "FI_PEEK: %s", describe(c).c_str());
-            FT_CHECK(now_s() < deadline, "round %d: the message never showed up to FI_PEEK", round);
-        }
+        // At once (no pause): the buffer must come while the message arrives.
+        peek_until_unexpected(ep, kBig, 0, "round " + std::to_string(round) + "'s 256 KiB message");
         OpCtx ctx;
-        iovec iov{mem.data(), mem.size()};
-        fi_msg m{};
-        m.msg_iov = &iov;
-        m.iov_count = 1;
-        m.addr = FI_ADDR_UNSPEC;
-        m.context = &ctx.fctx;
-        ep.post("fi_recvmsg(FI_MULTI_RECV)", [&] { return fi_recvmsg(ep.ep, &m, FI_MULTI_RECV); });
+        post_multi(ep, mem, ctx);
         // Entries may come in any order (a rendezvous' data comes after
         // the small messages sent behind it); places may not.
         std::vector<Comp> got;
