@@ -335,6 +335,36 @@ void case_reuse() {
     }
 }
 
+// An application may leave many large messages unexpected and wait for a
+// later message before it posts receives for them. Over Ethernet pmeth sends
+// messages up to 256 KiB eagerly (FI_PMETH_WIRE_RNDV_THRESHOLD), and the
+// receiver buffers each unexpected one whole: its cap (unexp_cap_kb, here
+// 8 MiB) must not hold back the later message. The client sends 48 messages
+// of 256 KiB (12 MiB) and then one of 8 bytes; the server waits for that one
+// before it posts the others' receives, and verifies every payload.
+void case_unexpected_many() {
+    set_prov_var("UNEXP_CAP_KB", "8192");
+    Endpoint ep;
+    auto addr = connect_all(ep);
+    constexpr size_t kBig = 256 * 1024, kCount = 48;
+    constexpr uint64_t kTag0 = 0xF000, kLastTag = 0xF100;
+    if (rank() == kServer) {
+        auto last = post_recv(ep, 8, true, kLastTag);
+        complete_recv(ep, *last, {.len = 8, .seed = 9100, .tag = kLastTag}, 30);
+        std::vector<XferPtr> rx;
+        for (size_t i = 0; i < kCount; ++i) rx.push_back(post_recv(ep, kBig, true, kTag0 + i));
+        for (size_t i = 0; i < kCount; ++i)
+            complete_recv(ep, *rx[i], {.len = kBig, .seed = 9000u + (uint32_t)i, .tag = kTag0 + i});
+    } else {
+        std::vector<XferPtr> tx;
+        for (size_t i = 0; i < kCount; ++i)
+            tx.push_back(post_send(ep, addr[kServer], kBig, 9000u + (uint32_t)i, true, kTag0 + i));
+        tx.push_back(post_send(ep, addr[kServer], 8, 9100, true, kLastTag));
+        for (auto& s : tx) complete_send(ep, *s);
+    }
+    barrier([&] { ep.progress(); });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -350,5 +380,6 @@ int main(int argc, char** argv) {
                         {"directed", 3, case_directed},
                         {"source", 3, case_source},
                         {"reuse", 2, case_reuse},
+                        {"unexpected_many", 2, case_unexpected_many},
                     });
 }

@@ -50,6 +50,7 @@ Endpoint::Endpoint(Domain& dom, const fi_info& info, std::unique_ptr<Device> dev
   help_min_ = g_params.get_size("cma_share_min");
   inject_size_ = std::min<size_t>(inject_size_, kMaxEagerMsg);
   unexp_cap_ = std::max<size_t>(g_params.get_size("unexp_cap_kb"), 1) * 1024;
+  unexp_soft_ = unexp_cap_ / 4;
   peer_timeout_ns_ = uint64_t(g_params.get_int("peer_timeout_ms")) * 1000000ull;
   close_timeout_ns_ = uint64_t(std::max<int64_t>(g_params.get_int("close_timeout_ms"), 0)) * 1000000ull;
   source_err_ = (info.caps & FI_SOURCE_ERR) && (info.caps & FI_SOURCE);
@@ -152,9 +153,9 @@ void Endpoint::append_endpoint_stats(std::string& out) const {
   char buf[256];
   int n = snprintf(buf, sizeof buf,
            "endpoint: bad_packets=%llu unexp_bytes=%zu unexp_peak=%zu unexp_cap=%zu unexp_stalls=%llu "
-           "shared_copies=%llu",
+           "shared_copies=%llu rndv_hints=%llu",
            (unsigned long long)bad_packets_, unexp_bytes_, unexp_peak_, unexp_cap_,
-           (unsigned long long)unexp_stalls_, (unsigned long long)helped_);
+           (unsigned long long)unexp_stalls_, (unsigned long long)helped_, (unsigned long long)rndv_hints_);
   out.append(buf, size_t(std::clamp(n, 0, int(sizeof buf) - 1)));
 }
 
@@ -317,6 +318,7 @@ void Endpoint::progress() {
       if (!check_packet(raw, limits_, &pk)) on_atomic(pk);  // checked before; a copy of it
     }
   }
+  if (!rndv_told_.empty() && unexp_bytes_ < unexp_soft_ / 4) release_rndv();
   if (!active_peers_.empty()) progress_tx();
   if (!streams_.empty()) progress_streams();
   if (!acking_.empty()) progress_acks();
@@ -344,6 +346,16 @@ bool Endpoint::on_packet(const RxPacket& pkt) noexcept {
     case kPktFin: on_fin(pk); return true;
     case kPktHelp: on_help(pk); return true;
     case kPktHelped: on_helped(pk); return true;
+    case kPktRndvHint: {
+      PeerState& ps = peer_state(pk.peer());
+      if (ps.rndv_asked != (h.tag != 0))
+        PM_INFO(FI_LOG_EP_DATA, "%s %s", peer_str(pk.peer()).c_str(),
+                h.tag ? "holds many unexpected messages: messages to it above the rendezvous threshold go by "
+                        "rendezvous"
+                      : "has room for unexpected messages again: messages to it go eagerly as before");
+      ps.rndv_asked = h.tag != 0;
+      return true;
+    }
     case kPktWrite:
     case kPktRead:
       if (h.flags & kPktCma) return on_rma_cma(pk);

@@ -114,6 +114,11 @@ struct PeerState {
   fi_addr_t addr = FI_ADDR_NOTAVAIL;       // cached reverse lookup
   uint64_t addr_gen = 0;
   bool no_help = false;  // it answered a shared single copy with a failure: not asked again
+  // Unexpected messages fill the peer (kPktRndvHint): eager messages of
+  // rendezvous size (over rndv_threshold_) go by rendezvous until it says
+  // otherwise; and whether we said so to it.
+  bool rndv_asked = false;
+  bool rndv_told = false;
 };
 
 class Endpoint final : public PacketSink {
@@ -344,6 +349,14 @@ class Endpoint final : public PacketSink {
   size_t unexp_peak_ = 0;
   bool unexp_full_ = false;
   uint64_t unexp_stalls_ = 0;
+  // Above this, a sender whose large eager message arrives unexpected is
+  // asked to send such messages by rendezvous (only a header waits here
+  // then); below a quarter of it, the peers asked are told it is over.
+  size_t unexp_soft_ = 0;
+  std::vector<PeerId> rndv_told_;
+  uint64_t rndv_hints_ = 0;   // peers asked (statistics)
+  void ask_rndv(PeerId peer);
+  void release_rndv();
   uint64_t helped_ = 0;  // rendezvous finished by a shared single copy
   // Other state a peer's packets create at this endpoint, bounded alike.
   static constexpr size_t kMaxRmaIn = 4096;

@@ -198,6 +198,31 @@ bool Endpoint::unexp_room(size_t bytes) {
   return false;
 }
 
+// A device may send messages of rendezvous size eagerly (pmeth over
+// Ethernet, Device::rndv_threshold): each then waits here whole until a
+// receive matches it. Once those fill a quarter of the cap, their sender is
+// asked to send them by rendezvous, before the cap holds back all it sends
+// (an application that receives them only after a later message would wait
+// forever). Said once per peer, until the memory is mostly free again.
+void Endpoint::ask_rndv(PeerId peer) {
+  PeerState& ps = peer_state(peer);
+  if (ps.rndv_told) return;
+  ps.rndv_told = true;
+  rndv_told_.push_back(peer);
+  if (rndv_hints_++ == 0)
+    PM_INFO(FI_LOG_EP_DATA, "unexpected messages hold %zu bytes: %s is asked to send messages above %zu bytes "
+            "by rendezvous", unexp_bytes_, peer_str(peer).c_str(), rndv_threshold_);
+  send_ctrl(peer, kPktRndvHint, 0, 1);
+}
+
+void Endpoint::release_rndv() {
+  for (PeerId p : rndv_told_) {
+    peer_state(p).rndv_told = false;
+    send_ctrl(p, kPktRndvHint, 0, 0);
+  }
+  rndv_told_.clear();
+}
+
 Unexp* Endpoint::new_unexp(const CheckedPacket& pk, size_t bytes) {
   auto u = std::make_unique<Unexp>();
   u->peer = pk.peer();
@@ -239,6 +264,7 @@ bool Endpoint::on_eager(const CheckedPacket& pk) {
     return true;
   }
   size_t bytes = sizeof(Unexp) + size_t(h.msg_len);
+  if (h.msg_len > rndv_threshold_ && unexp_bytes_ + bytes > unexp_soft_) ask_rndv(peer);
   if (!unexp_room(bytes)) return false;
   std::unique_ptr<uint8_t[]> data(new uint8_t[h.msg_len ? h.msg_len : 1]);
   Unexp* u = new_unexp(pk, bytes);

@@ -204,6 +204,11 @@ bool Endpoint::advance_tx(TxOp* op) {
     if (op->by_ref) op->ticket = dev_->tx_ticket(op->peer);
     return wait_reply();
   }
+  // The peer holds many unexpected messages (kPktRndvHint): an eager message
+  // of rendezvous size not started yet goes by rendezvous, so that only its
+  // header waits there until a receive matches it.
+  if (ps.rndv_asked && op->hdr.op == kPktEager && !op->sent && !op->injected && len > rndv_threshold_)
+    op->hdr.op = kPktRts;
   if (op->hdr.op == kPktRts) {
     RemoteIov riov[kMaxIov];
     struct iovec piov = remote_iovs(op, riov);
@@ -479,6 +484,12 @@ void Endpoint::fail_peer_ops(PeerId peer, int err) {
   }
   ctrl_.erase(std::remove_if(ctrl_.begin(), ctrl_.end(), [&](const Ctrl& c) { return c.peer == peer; }),
               ctrl_.end());
+  // What either side said about unexpected messages belonged to that session.
+  ps.rndv_asked = false;
+  if (ps.rndv_told) {
+    ps.rndv_told = false;
+    rndv_told_.erase(std::find(rndv_told_.begin(), rndv_told_.end(), peer));
+  }
 }
 
 // Operations waiting on a peer for longer than the peer timeout ask the

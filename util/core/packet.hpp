@@ -45,6 +45,10 @@ enum PktOp : uint8_t {
   kPktHelp = 12,       // receiver -> sender: write bytes [offset, offset + msg_len)
                        // of message msg_id; payload = the receiver's RemoteIov list
   kPktHelped = 13,     // sender -> receiver: tag = status of that write
+  // Receiver -> sender: tag = 1: unexpected messages fill the receiver, send
+  // messages above your rendezvous threshold by rendezvous (a device may
+  // otherwise send them eagerly, Device::rndv_threshold); tag = 0: as before.
+  kPktRndvHint = 14,
 };
 
 enum PktFlags : uint8_t {

@@ -207,7 +207,7 @@ Test(rx_check, control_and_replies) {
   cr_assert(passes(hdr(pm::kPktReadResp, 4096, 1024, 512), bytes(512)));
   cr_assert_not(passes(hdr(pm::kPktReadResp, 4096, 4000, 512), bytes(512)));
   cr_assert_not(passes(hdr(pm::kPktReadResp, 4096, kMax - 10, 512), bytes(512)));
-  for (uint8_t op : {uint8_t(0), uint8_t(14), uint8_t(255)}) cr_assert_not(passes(hdr(op, 0, 0, 0), {}));
+  for (uint8_t op : {uint8_t(0), uint8_t(15), uint8_t(255)}) cr_assert_not(passes(hdr(op, 0, 0, 0), {}));
   // No payload pointer, or an unknown sender.
   PktHdr e = hdr(pm::kPktEager, 8, 0, 8);
   RxPacket in{7, &e, nullptr, 8};
@@ -216,4 +216,30 @@ Test(rx_check, control_and_replies) {
   std::vector<uint8_t> eight = bytes(8);
   RxPacket anon{pm::kNoPeer, &e, eight.data(), 8};
   cr_assert_not_null(pm::check_packet(anon, limits(), &out));
+}
+
+// Receiver -> sender: "send large messages by rendezvous" (1) or "as
+// before" (0); nothing else in it, and never on a datagram endpoint.
+Test(rx_check, rendezvous_hint) {
+  for (uint64_t v : {0, 1}) {
+    PktHdr h = hdr(pm::kPktRndvHint, 0, 0, 0);
+    h.tag = v;
+    cr_assert(passes(h, {}));
+    RxLimits l = limits();
+    l.dgram = true;
+    cr_assert_not(passes(h, {}, l));
+  }
+  PktHdr h = hdr(pm::kPktRndvHint, 0, 0, 0);
+  h.tag = 2;
+  cr_assert_not(passes(h, {}));
+  cr_assert_not(passes(hdr(pm::kPktRndvHint, 0, 0, 8), bytes(8)));
+  cr_assert_not(passes(hdr(pm::kPktRndvHint, 4096, 0, 0), {}));
+  cr_assert_not(passes(hdr(pm::kPktRndvHint, 0, 64, 0), {}));
+  for (int field = 0; field < 3; field++) {
+    PktHdr f = hdr(pm::kPktRndvHint, 0, 0, 0);
+    if (field == 0) f.flags = pm::kPktTagged;
+    if (field == 1) f.msg_id = 7;
+    if (field == 2) f.cq_data = 7;
+    cr_assert_not(passes(f, {}));
+  }
 }
