@@ -335,6 +335,13 @@ void case_reuse() {
     }
 }
 
+// Whether the two ranks are pmeth processes of different hosts (FT_HOSTID):
+// their messages go over Ethernet, eagerly up to 256 KiB.
+bool over_ethernet() {
+    const auto& h = g_opt.hostids;
+    return g_opt.prov.rfind("pmeth", 0) == 0 && h.size() >= 2 && h[0] != h[1];
+}
+
 // An application may leave many large messages unexpected and wait for a
 // later message before it posts receives for them. Over Ethernet pmeth sends
 // messages up to 256 KiB eagerly (FI_PMETH_WIRE_RNDV_THRESHOLD), and the
@@ -342,12 +349,17 @@ void case_reuse() {
 // 8 MiB) must not hold back the later message. The client sends 48 messages
 // of 256 KiB (12 MiB) and then one of 8 bytes; the server waits for that one
 // before it posts the others' receives, and verifies every payload.
+// Over Ethernet a second round checks that the sender sends such messages
+// eagerly again once the receiver has room: the server answers with a
+// message of its own (it follows the receiver's word on the same path),
+// and the client's four sends of 256 KiB must then complete before the
+// server posts their receives (a rendezvous' would wait for them).
 void case_unexpected_many() {
     set_prov_var("UNEXP_CAP_KB", "8192");
     Endpoint ep;
     auto addr = connect_all(ep);
-    constexpr size_t kBig = 256 * 1024, kCount = 48;
-    constexpr uint64_t kTag0 = 0xF000, kLastTag = 0xF100;
+    constexpr size_t kBig = 256 * 1024, kCount = 48, kCount2 = 4;
+    constexpr uint64_t kTag0 = 0xF000, kLastTag = 0xF100, kGoTag = 0xF101, kTag2 = 0xF200, kLast2Tag = 0xF300;
     if (rank() == kServer) {
         auto last = post_recv(ep, 8, true, kLastTag);
         complete_recv(ep, *last, {.len = 8, .seed = 9100, .tag = kLastTag}, 30);
@@ -361,6 +373,27 @@ void case_unexpected_many() {
             tx.push_back(post_send(ep, addr[kServer], kBig, 9000u + (uint32_t)i, true, kTag0 + i));
         tx.push_back(post_send(ep, addr[kServer], 8, 9100, true, kLastTag));
         for (auto& s : tx) complete_send(ep, *s);
+    }
+    if (over_ethernet()) {
+        if (rank() == kServer) {
+            auto go = post_send(ep, addr[kClient], 8, 9101, true, kGoTag);
+            complete_send(ep, *go);
+            auto last = post_recv(ep, 8, true, kLast2Tag);
+            complete_recv(ep, *last, {.len = 8, .seed = 9102, .tag = kLast2Tag}, 30);
+            std::vector<XferPtr> rx;
+            for (size_t i = 0; i < kCount2; ++i) rx.push_back(post_recv(ep, kBig, true, kTag2 + i));
+            for (size_t i = 0; i < kCount2; ++i)
+                complete_recv(ep, *rx[i], {.len = kBig, .seed = 9200u + (uint32_t)i, .tag = kTag2 + i});
+        } else {
+            auto go = post_recv(ep, 8, true, kGoTag);
+            complete_recv(ep, *go, {.len = 8, .seed = 9101, .tag = kGoTag});
+            std::vector<XferPtr> tx;
+            for (size_t i = 0; i < kCount2; ++i)
+                tx.push_back(post_send(ep, addr[kServer], kBig, 9200u + (uint32_t)i, true, kTag2 + i));
+            for (auto& s : tx) complete_send(ep, *s);
+            auto last = post_send(ep, addr[kServer], 8, 9102, true, kLast2Tag);
+            complete_send(ep, *last);
+        }
     }
     barrier([&] { ep.progress(); });
 }

@@ -83,8 +83,8 @@ const ParamSpec kParams[] = {
      "messages to peers reached over Ethernet above this many bytes use rendezvous (RTS, CTS, then the "
      "data); at most 1048576, the limit of an eager message. Over the wire a rendezvous saves no copy and "
      "costs a round trip; it spares the receiver buffering an unexpected message whole (unexp_cap_kb "
-     "bounds that memory; at the cap the sender waits). rndv_threshold applies to peers reached through "
-     "shared memory",
+     "bounds that memory: from a quarter of it the receiver asks such senders for rendezvous, at the cap "
+     "they wait). rndv_threshold applies to peers reached through shared memory",
      "262144"},
     {"ack_every", T::kSize, "frames received before an acknowledgement is sent at once", "32"},
     {"delayed_ack_us", T::kInt,

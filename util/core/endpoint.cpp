@@ -318,7 +318,11 @@ void Endpoint::progress() {
       if (!check_packet(raw, limits_, &pk)) on_atomic(pk);  // checked before; a copy of it
     }
   }
-  if (!rndv_told_.empty() && unexp_bytes_ < unexp_soft_ / 4) release_rndv();
+  // Not while a packet is being refused (it asks again on every offer): with
+  // a cap hardly larger than one message, asking and releasing would take
+  // turns on every progress call.
+  if (rndv_release_due() && !rndv_recent_) release_rndv();
+  rndv_recent_ = false;
   if (!active_peers_.empty()) progress_tx();
   if (!streams_.empty()) progress_streams();
   if (!acking_.empty()) progress_acks();
@@ -348,7 +352,7 @@ bool Endpoint::on_packet(const RxPacket& pkt) noexcept {
     case kPktHelped: on_helped(pk); return true;
     case kPktRndvHint: {
       PeerState& ps = peer_state(pk.peer());
-      if (ps.rndv_asked != (h.tag != 0))
+      if (ps.rndv_asked != (h.tag != 0) && rndv_hints_taken_++ < 16)  // logged, not flooded
         PM_INFO(FI_LOG_EP_DATA, "%s %s", peer_str(pk.peer()).c_str(),
                 h.tag ? "holds many unexpected messages: messages to it above the rendezvous threshold go by "
                         "rendezvous"

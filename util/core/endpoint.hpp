@@ -172,7 +172,7 @@ class Endpoint final : public PacketSink {
   }
   Need helper_need() const {
     if (!active_peers_.empty() || !ctrl_.empty() || !streams_.empty() || !acking_.empty() ||
-        !pending_reads_.empty() || !pending_atomics_.empty())
+        !pending_reads_.empty() || !pending_atomics_.empty() || rndv_release_due())
       return Need::kPoll;
     if (!waiting_.empty() || !assemblies_.empty() || !rma_in_.empty()) return Need::kTimers;
     return Need::kNone;
@@ -354,9 +354,12 @@ class Endpoint final : public PacketSink {
   // then); below a quarter of it, the peers asked are told it is over.
   size_t unexp_soft_ = 0;
   std::vector<PeerId> rndv_told_;
-  uint64_t rndv_hints_ = 0;   // peers asked (statistics)
+  bool rndv_recent_ = false;  // a packet asked since the last progress call
+  uint64_t rndv_hints_ = 0;   // asks sent (statistics)
+  uint64_t rndv_hints_taken_ = 0;  // changes a peer asked for
   void ask_rndv(PeerId peer);
   void release_rndv();
+  bool rndv_release_due() const { return !rndv_told_.empty() && unexp_bytes_ < unexp_soft_ / 4; }
   uint64_t helped_ = 0;  // rendezvous finished by a shared single copy
   // Other state a peer's packets create at this endpoint, bounded alike.
   static constexpr size_t kMaxRmaIn = 4096;

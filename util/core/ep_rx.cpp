@@ -205,22 +205,33 @@ bool Endpoint::unexp_room(size_t bytes) {
 // (an application that receives them only after a later message would wait
 // forever). Said once per peer, until the memory is mostly free again.
 void Endpoint::ask_rndv(PeerId peer) {
+  rndv_recent_ = true;
   PeerState& ps = peer_state(peer);
   if (ps.rndv_told) return;
+  rndv_told_.push_back(peer);  // first: if it throws, nothing changed
+  try {
+    send_ctrl(peer, kPktRndvHint, 0, 1);
+  } catch (...) {
+    rndv_told_.pop_back();
+    throw;
+  }
   ps.rndv_told = true;
-  rndv_told_.push_back(peer);
-  if (rndv_hints_++ == 0)
-    PM_INFO(FI_LOG_EP_DATA, "unexpected messages hold %zu bytes: %s is asked to send messages above %zu bytes "
-            "by rendezvous", unexp_bytes_, peer_str(peer).c_str(), rndv_threshold_);
-  send_ctrl(peer, kPktRndvHint, 0, 1);
+  rndv_hints_++;
+  PM_INFO(FI_LOG_EP_DATA, "unexpected messages hold %zu bytes: %s is asked to send messages above %zu bytes "
+          "by rendezvous", unexp_bytes_, peer_str(peer).c_str(), rndv_threshold_);
 }
 
 void Endpoint::release_rndv() {
-  for (PeerId p : rndv_told_) {
+  while (!rndv_told_.empty()) {
+    PeerId p = rndv_told_.back();
+    try {
+      send_ctrl(p, kPktRndvHint, 0, 0);
+    } catch (const std::bad_alloc&) {
+      return;  // the rest at a later progress call
+    }
+    rndv_told_.pop_back();
     peer_state(p).rndv_told = false;
-    send_ctrl(p, kPktRndvHint, 0, 0);
   }
-  rndv_told_.clear();
 }
 
 Unexp* Endpoint::new_unexp(const CheckedPacket& pk, size_t bytes) {

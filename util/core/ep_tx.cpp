@@ -488,7 +488,8 @@ void Endpoint::fail_peer_ops(PeerId peer, int err) {
   ps.rndv_asked = false;
   if (ps.rndv_told) {
     ps.rndv_told = false;
-    rndv_told_.erase(std::find(rndv_told_.begin(), rndv_told_.end(), peer));
+    auto it = std::find(rndv_told_.begin(), rndv_told_.end(), peer);
+    if (it != rndv_told_.end()) rndv_told_.erase(it);
   }
 }
 

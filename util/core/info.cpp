@@ -303,8 +303,10 @@ const ParamSpec kCoreParams[] = {
      "receiver as FI_EIO; large RMA by CMA has no fallback and completes with FI_EIO); empty: none",
      ""},
     {"unexp_cap_kb", T::kSize,
-     "memory an endpoint keeps for unexpected messages, KiB: at the cap it stops taking such messages "
-     "and their senders wait (STOP/GO) until receives are posted; nothing is dropped",
+     "memory an endpoint keeps for unexpected messages, KiB: from a quarter of it, a sender whose "
+     "eager messages above rndv_threshold arrive unexpected is asked to send them by rendezvous; at the "
+     "cap the endpoint stops taking such messages and their senders wait (STOP/GO) until receives are "
+     "posted; nothing is dropped",
      "262144"},
     {"tx_size", T::kSize, "outstanding sends per endpoint", "256"},
     {"rx_size", T::kSize, "outstanding posted receives per endpoint", "1024"},
