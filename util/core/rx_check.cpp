@@ -69,7 +69,8 @@ const char* check_core(const PktHdr& h, const uint8_t* p, size_t plen, const RxL
     return nullptr;
   case kPktRndvHint:
     if (lim.dgram) return "control packet on a datagram endpoint";
-    if (plen || h.flags || h.msg_len || h.offset || h.msg_id || h.cq_data || h.tag > 1) return "malformed rendezvous hint";
+    if (plen || h.flags || h.msg_len || h.offset || h.msg_id || h.cq_data || h.tag > 1)
+      return "malformed rendezvous hint";
     return nullptr;
   case kPktWrite:
   case kPktRead:
