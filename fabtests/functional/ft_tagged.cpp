@@ -358,41 +358,43 @@ void case_unexpected_many() {
     set_prov_var("UNEXP_CAP_KB", "8192");
     Endpoint ep;
     auto addr = connect_all(ep);
-    constexpr size_t kBig = 256 * 1024, kCount = 48, kCount2 = 4;
-    constexpr uint64_t kTag0 = 0xF000, kLastTag = 0xF100, kGoTag = 0xF101, kTag2 = 0xF200, kLast2Tag = 0xF300;
-    if (rank() == kServer) {
-        auto last = post_recv(ep, 8, true, kLastTag);
-        complete_recv(ep, *last, {.len = 8, .seed = 9100, .tag = kLastTag}, 30);
+    constexpr size_t kBig = 256 * 1024;
+    // Server: waits for the 8-byte message `last_tag`, then posts the
+    // receives of `count` large ones and verifies them.
+    auto receive_after = [&](size_t count, uint32_t seed0, uint64_t tag0, uint32_t last_seed, uint64_t last_tag) {
+        auto last = post_recv(ep, 8, true, last_tag);
+        complete_recv(ep, *last, {.len = 8, .seed = last_seed, .tag = last_tag}, 30);
         std::vector<XferPtr> rx;
-        for (size_t i = 0; i < kCount; ++i) rx.push_back(post_recv(ep, kBig, true, kTag0 + i));
-        for (size_t i = 0; i < kCount; ++i)
-            complete_recv(ep, *rx[i], {.len = kBig, .seed = 9000u + (uint32_t)i, .tag = kTag0 + i});
-    } else {
+        for (size_t i = 0; i < count; ++i) rx.push_back(post_recv(ep, kBig, true, tag0 + i));
+        for (size_t i = 0; i < count; ++i)
+            complete_recv(ep, *rx[i], {.len = kBig, .seed = seed0 + (uint32_t)i, .tag = tag0 + i});
+    };
+    // Client: `count` large messages, then the 8-byte one; with
+    // `large_done_first` the large ones' sends complete before it is sent.
+    auto send_then = [&](size_t count, uint32_t seed0, uint64_t tag0, uint32_t last_seed, uint64_t last_tag,
+                         bool large_done_first) {
         std::vector<XferPtr> tx;
-        for (size_t i = 0; i < kCount; ++i)
-            tx.push_back(post_send(ep, addr[kServer], kBig, 9000u + (uint32_t)i, true, kTag0 + i));
-        tx.push_back(post_send(ep, addr[kServer], 8, 9100, true, kLastTag));
+        for (size_t i = 0; i < count; ++i)
+            tx.push_back(post_send(ep, addr[kServer], kBig, seed0 + (uint32_t)i, true, tag0 + i));
+        if (large_done_first) {
+            for (auto& s : tx) complete_send(ep, *s);
+            tx.clear();
+        }
+        tx.push_back(post_send(ep, addr[kServer], 8, last_seed, true, last_tag));
         for (auto& s : tx) complete_send(ep, *s);
-    }
+    };
+    if (rank() == kServer) receive_after(48, 9000, 0xF000, 9100, 0xF100);
+    else send_then(48, 9000, 0xF000, 9100, 0xF100, false);
     if (over_ethernet()) {
+        constexpr uint64_t kGoTag = 0xF101;
         if (rank() == kServer) {
             auto go = post_send(ep, addr[kClient], 8, 9101, true, kGoTag);
             complete_send(ep, *go);
-            auto last = post_recv(ep, 8, true, kLast2Tag);
-            complete_recv(ep, *last, {.len = 8, .seed = 9102, .tag = kLast2Tag}, 30);
-            std::vector<XferPtr> rx;
-            for (size_t i = 0; i < kCount2; ++i) rx.push_back(post_recv(ep, kBig, true, kTag2 + i));
-            for (size_t i = 0; i < kCount2; ++i)
-                complete_recv(ep, *rx[i], {.len = kBig, .seed = 9200u + (uint32_t)i, .tag = kTag2 + i});
+            receive_after(4, 9200, 0xF200, 9102, 0xF300);
         } else {
             auto go = post_recv(ep, 8, true, kGoTag);
             complete_recv(ep, *go, {.len = 8, .seed = 9101, .tag = kGoTag});
-            std::vector<XferPtr> tx;
-            for (size_t i = 0; i < kCount2; ++i)
-                tx.push_back(post_send(ep, addr[kServer], kBig, 9200u + (uint32_t)i, true, kTag2 + i));
-            for (auto& s : tx) complete_send(ep, *s);
-            auto last = post_send(ep, addr[kServer], 8, 9102, true, kLast2Tag);
-            complete_send(ep, *last);
+            send_then(4, 9200, 0xF200, 9102, 0xF300, true);
         }
     }
     barrier([&] { ep.progress(); });
