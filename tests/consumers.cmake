@@ -16,14 +16,11 @@ set(_tp_env "PM_THIRDPARTY_DIR=${PM_THIRDPARTY_DIR}")
 set(PM_LF26_PREFIX ${PM_THIRDPARTY_CACHE}/libfabric-2.6.0/prefix)
 set(PM_LF26_BUILD ${CMAKE_BINARY_DIR}/libfabric26)
 set(_chk ${CMAKE_CURRENT_SOURCE_DIR}/check_libfabric26.sh)
-# Each build is two fixtures: autogen.sh and configure run on one CPU, make on
-# both. The configure steps take turns (RESOURCE_LOCK thirdparty_configure):
-# started together they held both CPUs as long as the whole builds did; one
-# at a time, the other CPU runs tests meanwhile.
+# Each build is two fixtures: autogen.sh and configure run on one CPU (the
+# other one runs tests meanwhile), make on both.
 add_test(NAME thirdparty.libfabric26.configure COMMAND ${_tp} --configure-only libfabric ${PM_THIRDPARTY_CACHE})
 set_tests_properties(thirdparty.libfabric26.configure PROPERTIES
-  FIXTURES_SETUP lf26cfg ENVIRONMENT "${_tp_env}" TIMEOUT 1200 LABELS "libfabric26;thirdparty" COST 10000
-  RESOURCE_LOCK thirdparty_configure)
+  FIXTURES_SETUP lf26cfg ENVIRONMENT "${_tp_env}" TIMEOUT 1200 LABELS "libfabric26;thirdparty" COST 10000)
 add_test(NAME thirdparty.libfabric26 COMMAND ${_tp} libfabric ${PM_THIRDPARTY_CACHE})
 set_tests_properties(thirdparty.libfabric26 PROPERTIES FIXTURES_REQUIRED lf26cfg
   FIXTURES_SETUP lf26 ENVIRONMENT "${_tp_env}" TIMEOUT 1800 PROCESSORS 2 LABELS "libfabric26;thirdparty")
@@ -75,7 +72,7 @@ foreach(b ${_sos_builds})
            COMMAND ${_tp} --configure-only sos ${PM_THIRDPARTY_CACHE} ${b} ${_sos_args_${b}})
   set_tests_properties(thirdparty.sos.${b}.configure PROPERTIES
     FIXTURES_SETUP sos_${b}_cfg ENVIRONMENT "${_tp_env}" TIMEOUT 1200 LABELS "sos;thirdparty"
-    RESOURCE_LOCK thirdparty_configure COST 10000)  # the long ones first (ctest -j starts higher COST first): wall time
+    COST 10000)  # the long ones first (ctest -j starts higher COST first): wall time
   add_test(NAME thirdparty.sos.${b} COMMAND ${_tp} sos ${PM_THIRDPARTY_CACHE} ${b} ${_sos_args_${b}})
   set_tests_properties(thirdparty.sos.${b} PROPERTIES FIXTURES_REQUIRED sos_${b}_cfg
     FIXTURES_SETUP sos_${b} ENVIRONMENT "${_tp_env}" TIMEOUT 2400 PROCESSORS 2 LABELS "sos;thirdparty"
