@@ -9,26 +9,18 @@
 #                                          --with-ofi=/usr --enable-pmi-simple ARGS,
 #                                          built with its test programs, in
 #                                          CACHE/sos-1.5.3-NAME/src (make check there)
-#   thirdparty.sh --configure-only ...     only unpacks, autogen.sh and configure
-#                                          (one CPU; a later call without it makes)
 #
 # A build is redone only when the tarball, the arguments or this script's
-# STAMP_REV change (CACHE/<dir>/stamp; CACHE/<dir>/configured after
-# --configure-only). Concurrent calls for the same directory wait for each
-# other (flock, bounded). Output goes to CACHE/<dir>/build.log; its tail is
-# printed on failure.
+# STAMP_REV change (CACHE/<dir>/stamp). Concurrent calls for the same
+# directory wait for each other (flock, bounded). Output goes to
+# CACHE/<dir>/build.log; its tail is printed on failure.
 # Environment: PM_THIRDPARTY_DIR (the tarballs; default: shared/thirdparty
 # beside the checkout or one level above), PM_JOBS (make -j, default nproc).
 set -euo pipefail
 STAMP_REV=1
 here=$(cd "$(dirname "$0")/.." && pwd)
 
-usage() { sed -n '2,14p' "$0" >&2; exit 2; }
-configure_only=0
-if [[ "${1:-}" == --configure-only ]]; then
-  configure_only=1
-  shift
-fi
+usage() { sed -n '2,12p' "$0" >&2; exit 2; }
 (($# >= 2)) || usage
 what=$1 cache=$2
 shift 2
@@ -73,7 +65,9 @@ if [[ -f "$top/stamp" && "$(cat "$top/stamp")" == "$want" ]]; then
   exit 0
 fi
 
+rm -rf "$top/src" "$top/prefix" "$top/stamp"
 log=$top/build.log
+: >"$log"
 fail() {
   echo "thirdparty.sh: building $dir failed; last lines of $log:" >&2
   tail -n 40 "$log" >&2
@@ -85,34 +79,18 @@ step() {
 }
 
 start=$SECONDS
-# Unpacked and configured with these arguments already (--configure-only)?
-if [[ ! -f "$top/configured" || "$(cat "$top/configured")" != "$want" || ! -d "$top/src" ]]; then
-  rm -rf "$top/src" "$top/prefix" "$top/stamp" "$top/configured"
-  : >"$log"
-  mkdir -p "$top/src"
-  step tar -xzf "$tpdir/$tarball" -C "$top/src" --strip-components=1
-  cd "$top/src"
-  step ./autogen.sh
-  case $what in
-    libfabric)
-      step ./configure --prefix="$top/prefix" --enable-only --enable-tcp --enable-rxm --enable-shm
-      ;;
-    sos)
-      step ./configure --prefix="$top/prefix" --with-ofi=/usr --enable-pmi-simple "$@"
-      ;;
-  esac
-  echo "$want" >"$top/configured"
-  echo "thirdparty.sh: configured $dir in $((SECONDS - start)) s ($top)"
-fi
-((configure_only)) && exit 0
-
+mkdir -p "$top/src"
+step tar -xzf "$tpdir/$tarball" -C "$top/src" --strip-components=1
 cd "$top/src"
+step ./autogen.sh
 case $what in
   libfabric)
+    step ./configure --prefix="$top/prefix" --enable-only --enable-tcp --enable-rxm --enable-shm
     step make -j"$jobs"
     step make install
     ;;
   sos)
+    step ./configure --prefix="$top/prefix" --with-ofi=/usr --enable-pmi-simple "$@"
     step make -j"$jobs"
     # The test programs, without running them (TESTS= runs none).
     step make -j"$jobs" -C modules/tests-sos/test check TESTS=

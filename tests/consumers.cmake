@@ -16,13 +16,8 @@ set(_tp_env "PM_THIRDPARTY_DIR=${PM_THIRDPARTY_DIR}")
 set(PM_LF26_PREFIX ${PM_THIRDPARTY_CACHE}/libfabric-2.6.0/prefix)
 set(PM_LF26_BUILD ${CMAKE_BINARY_DIR}/libfabric26)
 set(_chk ${CMAKE_CURRENT_SOURCE_DIR}/check_libfabric26.sh)
-# Each build is two fixtures: autogen.sh and configure run on one CPU (the
-# other one runs tests meanwhile), make on both.
-add_test(NAME thirdparty.libfabric26.configure COMMAND ${_tp} --configure-only libfabric ${PM_THIRDPARTY_CACHE})
-set_tests_properties(thirdparty.libfabric26.configure PROPERTIES
-  FIXTURES_SETUP lf26cfg ENVIRONMENT "${_tp_env}" TIMEOUT 1200 LABELS "libfabric26;thirdparty" COST 10000)
 add_test(NAME thirdparty.libfabric26 COMMAND ${_tp} libfabric ${PM_THIRDPARTY_CACHE})
-set_tests_properties(thirdparty.libfabric26 PROPERTIES FIXTURES_REQUIRED lf26cfg
+set_tests_properties(thirdparty.libfabric26 PROPERTIES
   FIXTURES_SETUP lf26 ENVIRONMENT "${_tp_env}" TIMEOUT 1800 PROCESSORS 2 LABELS "libfabric26;thirdparty")
 # The DSOs compiled against 2.6's headers (-Werror) in a second build tree.
 add_test(NAME libfabric26.build_dsos
@@ -68,15 +63,10 @@ foreach(b ${_sos_builds})
   if(NOT PM_SOS_ALL AND NOT b STREQUAL "default")
     continue()
   endif()
-  add_test(NAME thirdparty.sos.${b}.configure
-           COMMAND ${_tp} --configure-only sos ${PM_THIRDPARTY_CACHE} ${b} ${_sos_args_${b}})
-  set_tests_properties(thirdparty.sos.${b}.configure PROPERTIES
-    FIXTURES_SETUP sos_${b}_cfg ENVIRONMENT "${_tp_env}" TIMEOUT 1200 LABELS "sos;thirdparty"
-    COST 10000)  # the long ones first (ctest -j starts higher COST first): wall time
   add_test(NAME thirdparty.sos.${b} COMMAND ${_tp} sos ${PM_THIRDPARTY_CACHE} ${b} ${_sos_args_${b}})
-  set_tests_properties(thirdparty.sos.${b} PROPERTIES FIXTURES_REQUIRED sos_${b}_cfg
+  set_tests_properties(thirdparty.sos.${b} PROPERTIES
     FIXTURES_SETUP sos_${b} ENVIRONMENT "${_tp_env}" TIMEOUT 2400 PROCESSORS 2 LABELS "sos;thirdparty"
-    COST 10000)
+    COST 10000)  # the long ones first (ctest -j starts higher COST first): wall time
   set(_settings pmeth pmeth_eth pmshm)
   if(NOT PM_SOS_ALL)
     set(_settings pmeth)
