@@ -34,7 +34,7 @@ struct DeviceConfig {
   uint64_t host = 0;
   bool reliable = true;
   uint32_t window = 128;        // frames in flight per peer
-  uint32_t ack_every = 32;      // frames received before an immediate ACK
+  uint32_t ack_every = 64;      // frames received before an immediate ACK
   uint32_t delayed_ack_us = 50; // otherwise the longest wait for a piggy-back
   uint32_t rto_init_us = 2000;
   uint32_t rto_min_us = 200;

@@ -86,7 +86,7 @@ const ParamSpec kParams[] = {
      "bounds that memory: from a quarter of it the receiver asks such senders for rendezvous, at the cap "
      "they wait). rndv_threshold applies to peers reached through shared memory",
      "262144"},
-    {"ack_every", T::kSize, "frames received before an acknowledgement is sent at once", "32"},
+    {"ack_every", T::kSize, "frames received before an acknowledgement is sent at once (at most half of window)", "64"},
     {"delayed_ack_us", T::kInt,
      "longest wait for traffic back to carry an acknowledgement before one is sent alone", "50"},
     {"echo_hold", T::kBool,
@@ -620,7 +620,9 @@ class PmEth final : public ProviderDef {
     dc.host = this_host();
     dc.reliable = info.ep_attr->type == FI_EP_RDM;
     dc.window = uint32_t(g_params.get_size("window"));
-    dc.ack_every = uint32_t(std::max<size_t>(1, g_params.get_size("ack_every")));
+    // At most half the window: a sender that fills its window before the
+    // receiver's ACK is due would wait for the delayed ACK every window.
+    dc.ack_every = uint32_t(std::clamp<size_t>(g_params.get_size("ack_every"), 1, std::max<size_t>(1, dc.window / 2)));
     dc.delayed_ack_us = uint32_t(g_params.get_int("delayed_ack_us"));
     dc.rto_init_us = uint32_t(g_params.get_int("rto_init_us"));
     dc.rto_min_us = uint32_t(g_params.get_int("rto_min_us"));

@@ -80,6 +80,7 @@ DeviceConfig config() {
   cfg.job = kJob;
   cfg.host = kHost;
   cfg.window = kWindow;
+  cfg.ack_every = 32;  // one immediate ACK per full window of the tests
   cfg.rto_init_us = 500;
   cfg.rto_min_us = 200;
   cfg.rto_max_us = 20000;
