@@ -26,6 +26,14 @@
 //   idle_cpu     AUTO and then manual: with an endpoint open and connected and
 //                nothing to do, a process that sleeps 2 s uses under 40 ms of
 //                CPU (the progress thread sleeps on the devices' fds)
+//   quiet_helper AUTO and then manual: while the application polls its CQ
+//                (300 ms of fi_cq_read), the progress thread stays asleep: its
+//                context switches (every thread named pm-progress, from
+//                /proc/self/task) stay under 20 plus 4 for each time the
+//                polling loop itself was away for over 0.5 ms (descheduled on
+//                a busy machine; then the thread may step in). A thread that
+//                woke every interval (1 ms) to look would switch about 600
+//                times.
 //   no_alloc     manual progress, live statistics on (the default): after one
 //                exchange, 400 ms of fi_cq_read with nothing to read allocate
 //                nothing (every malloc, calloc, realloc and memalign of the
@@ -42,6 +50,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -354,6 +363,69 @@ void case_idle_cpu() {
     }
 }
 
+// ----------------------------------------------------------- quiet_helper
+// The context switches so far of this process's progress threads (-1: none
+// found).
+long helper_switches() {
+    DIR* d = opendir("/proc/self/task");
+    FT_CHECK(d, "opendir /proc/self/task: %s", strerror(errno));
+    long sum = -1;
+    while (dirent* e = readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        std::string dir = std::string("/proc/self/task/") + e->d_name;
+        char comm[32] = {};
+        FILE* f = fopen((dir + "/comm").c_str(), "r");
+        if (!f) continue;
+        bool ours = fgets(comm, sizeof comm, f) && strncmp(comm, "pm-progress", 11) == 0;
+        fclose(f);
+        if (!ours || !(f = fopen((dir + "/status").c_str(), "r"))) continue;
+        char line[128];
+        long v;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1 ||
+                sscanf(line, "nonvoluntary_ctxt_switches: %ld", &v) == 1)
+                sum = (sum < 0 ? 0 : sum) + v;
+        fclose(f);
+    }
+    closedir(d);
+    return sum;
+}
+
+void case_quiet_helper() {
+    for (fi_progress p : {FI_PROGRESS_AUTO, FI_PROGRESS_MANUAL}) {
+        EpConfig cfg;
+        cfg.progress = p;
+        Endpoint ep(cfg);
+        exchange_once(ep, 7, 0x9E1);
+        fi_cq_tagged_entry raw[8];
+        auto poll_for = [&](double s, long* away) {
+            ssize_t unexpected = 0;
+            double t0 = now_s(), prev = t0;
+            for (double t = t0; t - t0 < s; t = now_s()) {
+                if (t - prev > 0.0005) ++*away;
+                prev = t;
+                ssize_t n = fi_cq_read(ep.cq, raw, 8);
+                if (n != -FI_EAGAIN) unexpected = n;
+            }
+            FT_CHECK(unexpected == 0, "fi_cq_read with nothing to read returned %zd (%s)", unexpected,
+                     errstr(unexpected));
+        };
+        long away = 0;
+        poll_for(0.05, &away);  // a thread that stepped in meanwhile goes back to watching
+        const long s0 = helper_switches();
+        FT_CHECK(s0 >= 0, "no progress thread (a thread named pm-progress) in this process");
+        away = 0;
+        poll_for(0.3, &away);
+        const long n = helper_switches() - s0, bound = 20 + 4 * away;
+        info("%s progress: the progress thread switched %ld times in 300 ms of polling (loop away %ld times)",
+             prog_name(p), n, away);
+        FT_CHECK(n <= bound, "%s progress: the progress thread switched %ld times while the application polled "
+                 "(bound %ld: 20, and 4 for each of the %ld times the loop was away over 0.5 ms)",
+                 prog_name(p), n, bound, away);
+        barrier([&] { ep.progress(); });
+    }
+}
+
 // --------------------------------------------------------------- no_alloc
 // The number of publications of this process's statistics pages (the sum
 // over its pages in PMSTAT_DIR; one per endpoint).
@@ -419,6 +491,7 @@ int main(int argc, char** argv) {
                         {"target_sleeps", 2, [] { case_target_away(Away::kSleep); }},
                         {"busy_lock", 2, [] { case_target_away(Away::kBusyLock); }},
                         {"idle_cpu", 2, case_idle_cpu},
+                        {"quiet_helper", 2, case_quiet_helper},
                         {"no_alloc", 2, case_no_alloc},
                     });
 }

@@ -8,6 +8,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,6 +51,7 @@ Domain::Domain(Fabric& fab, const fi_info& in, void* context) : fabric(fab), inf
 Domain::~Domain() {
   stop_helper();
   if (kick_fd_ >= 0) ::close(kick_fd_);
+  if (watch_fd_ >= 0) ::close(watch_fd_);
   if (dev_epfd_ >= 0) ::close(dev_epfd_);
   fi_freeinfo(info);
 }
@@ -111,7 +113,25 @@ uint64_t Domain::next_timer_ns() const {
 
 void Domain::progress_locked() {
   progress_calls_.store(progress_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if (watch_fd_ >= 0) {
+    // The helper's watch: a timer this call pushes out (at most once per
+    // interval, a system call), so that it fires only after a whole
+    // interval without calls; the helper then sleeps while calls keep coming.
+    uint64_t now = now_ns();
+    last_call_ns_.store(now, std::memory_order_relaxed);
+    if (now - pushed_ns_ >= interval_ns_) {
+      pushed_ns_ = now;
+      set_watch(2 * interval_ns_);
+    }
+  }
   for (Endpoint* ep : eps_) ep->progress();
+}
+
+void Domain::set_watch(uint64_t ns) noexcept {
+  itimerspec it{};
+  it.it_value.tv_sec = time_t(ns / 1000000000ull);
+  it.it_value.tv_nsec = long(ns % 1000000000ull);
+  (void)timerfd_settime(watch_fd_, 0, &it, nullptr);
 }
 
 // ----------------------------------------------------------------- helper
@@ -204,6 +224,9 @@ int Domain::start_helper() {
   helper_cpu_ = int(g_params.get_int("progress_cpu"));
   if (kick_fd_ < 0) kick_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (kick_fd_ < 0 || devices_fd() < 0) return -FI_ENOMEM;
+  // Without the timer the helper looks once per interval instead.
+  if (watch_fd_ < 0) watch_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  last_call_ns_.store(now_ns(), std::memory_order_relaxed);
   static Reaper reaper;  // constructed now, so destroyed before the DSO's other statics
   (void)reaper;
   static std::once_flag atfork_once;
@@ -335,17 +358,43 @@ void Domain::helper_loop() {
     ppoll(pf, nfds_t(nfds), &ts, nullptr);
     drain_kick();
   };
+  // Watching: until the application has made no progress call for a whole
+  // interval. With the watch timer (pushed out by the calls themselves,
+  // progress_locked) the helper sleeps while they keep coming, rather than
+  // waking every interval on a CPU an application thread is polling on.
+  auto watch = [&](uint64_t ns) {
+    if (watch_fd_ < 0) return sleep_on(1, ns);
+    set_watch(ns);
+    pollfd pf[2] = {{kick_fd_, POLLIN, 0}, {watch_fd_, POLLIN, 0}};
+    timespec ts{time_t(kIdleSleepNs / 1000000000ull), 0};
+    ppoll(pf, 2, &ts, nullptr);
+    uint64_t v;
+    while (::read(watch_fd_, &v, sizeof v) > 0) {
+    }
+    drain_kick();
+  };
   uint64_t seen = progress_calls_.load(std::memory_order_relaxed);
+  uint64_t wait_ns = interval_ns_;
   while (!stopping()) {
-    // Watching: while the application makes progress calls, look once per
-    // interval and do nothing else.
-    sleep_on(1, interval_ns_);
+    watch(wait_ns);
     if (stopping()) break;
+    wait_ns = interval_ns_;
     uint64_t calls = progress_calls_.load(std::memory_order_relaxed);
-    if (calls != seen) {
+    if (watch_fd_ >= 0) {
+      // By the clock: a wake-up may come early (a kick, a timer the helper
+      // set before the last call).
+      uint64_t last = last_call_ns_.load(std::memory_order_relaxed), now = now_ns();
+      uint64_t idle = now > last ? now - last : 0;
+      if (idle < interval_ns_) {
+        wait_ns = std::max<uint64_t>(interval_ns_ - idle, kMinSleepNs);
+        seen = calls;
+        continue;
+      }
+    } else if (calls != seen) {
       seen = calls;
       continue;
     }
+    seen = calls;
     // With manual progress, an application thread asleep in fi_cq_sread or
     // fi_cntr_wait is in libfabric and progresses on arrivals itself.
     if (!auto_ && armed_.load(std::memory_order_relaxed) > 0) continue;

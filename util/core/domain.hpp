@@ -58,8 +58,8 @@ class Domain {
 
   // The progress helper thread (one per domain, started with the first
   // endpoint; see docs/fi_pmeth.7.md "Progress"). It watches the
-  // application's progress calls once per interval; after a whole interval
-  // without one it runs progress itself and then sleeps on the devices'
+  // application's progress calls on a timer the calls push out (it sleeps
+  // while they keep coming); after a whole interval without one it runs progress itself and then sleeps on the devices'
   // wait fds until a packet arrives, a device timer is due or (with work
   // queued) the next interval. With FI_PROGRESS_AUTO it insists on the
   // domain lock; with manual progress it only ever try-locks.
@@ -142,6 +142,13 @@ class Domain {
   std::atomic<bool> helper_stop_{false};
   std::atomic<bool> helper_asleep_{false};
   int kick_fd_ = -1;       // eventfd: stop, or an operation posted while asleep
+  // The helper's watch timer (timerfd; -1: it looks once per interval), the
+  // time of the application's last progress call (read by the helper) and
+  // of the call that last pushed the timer out (lock held).
+  int watch_fd_ = -1;
+  std::atomic<uint64_t> last_call_ns_{0};
+  uint64_t pushed_ns_ = 0;
+  void set_watch(uint64_t ns) noexcept;
   uint64_t interval_ns_ = 1000000;
   uint64_t timers_ns_ = 250000000;  // operations waiting on peers: liveness checks
   int helper_cpu_ = -1;
