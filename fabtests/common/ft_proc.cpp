@@ -195,9 +195,17 @@ bool run_case(const Case& c) {
     int parent = getpid();
     pid_t pids[kMaxRanks];
     int nforked = 0;
+    // The supervisor sleeps until a rank ends (SIGCHLD, blocked here and
+    // taken by sigtimedwait) rather than waking every few milliseconds on a
+    // CPU a rank may be polling on; the ranks get the mask back.
+    sigset_t chld, old_mask;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, &old_mask);
     for (int r = 0; r < c.nranks; ++r) {
         pid_t pid = fork();
         if (pid == 0) {
+            sigprocmask(SIG_SETMASK, &old_mask, nullptr);
             for (int i = 0; i < c.nranks; ++i)
                 for (int j = i + 1; j < c.nranks; ++j) {
                     if (i == r) g_fd[j] = sv[i][j][0];
@@ -265,8 +273,13 @@ bool run_case(const Case& c) {
             ok = false;
             break;
         }
-        usleep(2000);
+        // Until a rank ends, the deadline or the grace's end; at most 100 ms.
+        double until = first_fail >= 0 ? std::min(deadline, first_fail + kGraceAfterFailure) : deadline;
+        double dt = std::min(std::max(until - t, 0.001), 0.1);
+        timespec ts{0, long(dt * 1e9)};
+        sigtimedwait(&chld, nullptr, &ts);
     }
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     std::fflush(stderr);
     return ok;
 }
