@@ -1,6 +1,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -70,8 +71,13 @@ class Domain {
   void stop_helper() noexcept;
   // The same, for stop_all_helpers() (its registry lock held).
   void join_helper() noexcept;
-  // In a fork()ed child: the thread does not exist there.
-  void forget_helper() noexcept { helper_running_ = false; }
+  // In a fork()ed child: the thread does not exist there (nor may the
+  // child push out the parent's watch timer, a shared open file).
+  void forget_helper() noexcept {
+    helper_running_ = false;
+    if (watch_fd_ >= 0) ::close(watch_fd_);
+    watch_fd_ = -1;
+  }
   // After a posting call (lock held or not): wakes a helper that sleeps
   // with nothing to do, so that the new operation gets progress.
   void poke() noexcept {
