@@ -113,15 +113,15 @@ uint64_t Domain::next_timer_ns() const {
 
 void Domain::progress_locked() {
   progress_calls_.store(progress_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  if (watch_fd_ >= 0) {
-    // The helper's watch: a timer this call pushes out (at most once per
-    // interval, a system call), so that it fires only after a whole
-    // interval without calls; the helper then sleeps while calls keep coming.
+  // The helper's watch: a timer these calls push out (a system call at
+  // most every half interval; the clock read every kWatchCalls calls), so
+  // that it fires only after about an interval without calls, and the
+  // helper sleeps while they keep coming.
+  if (watch_fd_ >= 0 && progress_calls_.load(std::memory_order_relaxed) % kWatchCalls == 0) {
     uint64_t now = now_ns();
-    last_call_ns_.store(now, std::memory_order_relaxed);
-    if (now - pushed_ns_ >= interval_ns_) {
+    if (now - pushed_ns_ >= interval_ns_ / 2) {
       pushed_ns_ = now;
-      set_watch(2 * interval_ns_);
+      set_watch(interval_ns_);
     }
   }
   for (Endpoint* ep : eps_) ep->progress();
@@ -226,7 +226,6 @@ int Domain::start_helper() {
   if (kick_fd_ < 0 || devices_fd() < 0) return -FI_ENOMEM;
   // Without the timer the helper looks once per interval instead.
   if (watch_fd_ < 0) watch_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-  last_call_ns_.store(now_ns(), std::memory_order_relaxed);
   static Reaper reaper;  // constructed now, so destroyed before the DSO's other statics
   (void)reaper;
   static std::once_flag atfork_once;
@@ -373,28 +372,24 @@ void Domain::helper_loop() {
     }
     drain_kick();
   };
+  // The calls counted when the helper last looked, and when that was: it
+  // steps in only after a whole interval in which the count did not move.
   uint64_t seen = progress_calls_.load(std::memory_order_relaxed);
-  uint64_t wait_ns = interval_ns_;
+  uint64_t seen_ns = now_ns(), wait_ns = interval_ns_;
   while (!stopping()) {
     watch(wait_ns);
     if (stopping()) break;
+    uint64_t calls = progress_calls_.load(std::memory_order_relaxed), now = now_ns();
     wait_ns = interval_ns_;
-    uint64_t calls = progress_calls_.load(std::memory_order_relaxed);
-    if (watch_fd_ >= 0) {
-      // By the clock: a wake-up may come early (a kick, a timer the helper
-      // set before the last call).
-      uint64_t last = last_call_ns_.load(std::memory_order_relaxed), now = now_ns();
-      uint64_t idle = now > last ? now - last : 0;
-      if (idle < interval_ns_) {
-        wait_ns = std::max<uint64_t>(interval_ns_ - idle, kMinSleepNs);
-        seen = calls;
-        continue;
-      }
-    } else if (calls != seen) {
+    if (calls != seen) {
       seen = calls;
+      seen_ns = now;
       continue;
     }
-    seen = calls;
+    if (now - seen_ns < interval_ns_) {  // woken early (a kick)
+      wait_ns = std::max<uint64_t>(interval_ns_ - (now - seen_ns), kMinSleepNs);
+      continue;
+    }
     // With manual progress, an application thread asleep in fi_cq_sread or
     // fi_cntr_wait is in libfabric and progresses on arrivals itself.
     if (!auto_ && armed_.load(std::memory_order_relaxed) > 0) continue;
@@ -421,6 +416,7 @@ void Domain::helper_loop() {
       if (calls != seen || stopping()) {
         arm_devices(false);
         seen = calls;
+        seen_ns = now_ns();
         mu_.unlock();
         break;  // the application progresses again: back to watching
       }

@@ -148,12 +148,12 @@ class Domain {
   std::atomic<bool> helper_stop_{false};
   std::atomic<bool> helper_asleep_{false};
   int kick_fd_ = -1;       // eventfd: stop, or an operation posted while asleep
-  // The helper's watch timer (timerfd; -1: it looks once per interval), the
-  // time of the application's last progress call (read by the helper) and
-  // of the call that last pushed the timer out (lock held).
+  // The helper's watch timer (timerfd; -1: it looks once per interval),
+  // pushed out by the application's progress calls (lock held): the time of
+  // the last push, and how many calls go between two looks at the clock.
   int watch_fd_ = -1;
-  std::atomic<uint64_t> last_call_ns_{0};
   uint64_t pushed_ns_ = 0;
+  static constexpr uint64_t kWatchCalls = 16;
   void set_watch(uint64_t ns) noexcept;
   uint64_t interval_ns_ = 1000000;
   uint64_t timers_ns_ = 250000000;  // operations waiting on peers: liveness checks
