@@ -218,7 +218,7 @@ int Domain::start_helper() {
   if (!g_params.get_bool("progress_thread")) return auto_ ? -FI_EOPNOTSUPP : 0;
   long long us = g_params.get_int("progress_interval_us");
   if (us <= 0) return auto_ ? -FI_EOPNOTSUPP : 0;
-  interval_ns_ = uint64_t(us) * 1000;
+  interval_ns_ = uint64_t(std::min(us, 3600LL * 1000000)) * 1000;  // at most an hour
   timers_ns_ = std::max<uint64_t>(uint64_t(std::max(0LL, g_params.get_int("peer_timeout_ms"))) * 250000ull,
                                   interval_ns_);
   helper_cpu_ = int(g_params.get_int("progress_cpu"));
@@ -232,7 +232,15 @@ int Domain::start_helper() {
   std::call_once(atfork_once, [] { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); });
   Registry& r = registry();
   std::lock_guard<std::mutex> g(r.mu);
-  if (r.closed) return auto_ ? -FI_ESHUTDOWN : 0;
+  // No helper, no watch: the progress calls must not push a timer for nobody.
+  auto no_watch = [this] {
+    if (watch_fd_ >= 0) ::close(watch_fd_);
+    watch_fd_ = -1;
+  };
+  if (r.closed) {
+    no_watch();
+    return auto_ ? -FI_ESHUTDOWN : 0;
+  }
   helper_stop_.store(false);
   // The helper takes no signals: they stay with the application's threads.
   sigset_t all, old;
@@ -242,6 +250,7 @@ int Domain::start_helper() {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (rc != 0) {
     PM_WARN(FI_LOG_DOMAIN, "cannot start the progress thread: %s", strerror(rc));
+    no_watch();
     return auto_ ? -FI_ENOMEM : 0;
   }
   helper_running_ = true;
@@ -386,7 +395,7 @@ void Domain::helper_loop() {
       seen_ns = now;
       continue;
     }
-    if (now - seen_ns < interval_ns_) {  // woken early (a kick)
+    if (now - seen_ns < interval_ns_) {  // woken early (a kick, the 1 s bound)
       wait_ns = std::max<uint64_t>(interval_ns_ - (now - seen_ns), kMinSleepNs);
       continue;
     }
