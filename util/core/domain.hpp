@@ -60,10 +60,11 @@ class Domain {
   // The progress helper thread (one per domain, started with the first
   // endpoint; see docs/fi_pmeth.7.md "Progress"). It watches the
   // application's progress calls on a timer the calls push out (it sleeps
-  // while they keep coming); after a whole interval without one it runs progress itself and then sleeps on the devices'
-  // wait fds until a packet arrives, a device timer is due or (with work
-  // queued) the next interval. With FI_PROGRESS_AUTO it insists on the
-  // domain lock; with manual progress it only ever try-locks.
+  // while they keep coming); after a whole interval without one it runs
+  // progress itself and then sleeps on the devices' wait fds until a packet
+  // arrives, a device timer is due or (with work queued) the next interval.
+  // With FI_PROGRESS_AUTO it insists on the domain lock; with manual
+  // progress it only ever try-locks.
   // start_helper: 0, or a negative FI_E* code.
   int start_helper();
   // Stops and joins the helper (idempotent, bounded: a helper that cannot
