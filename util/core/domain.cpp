@@ -112,12 +112,13 @@ uint64_t Domain::next_timer_ns() const {
 }
 
 void Domain::progress_locked() {
-  progress_calls_.store(progress_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  uint64_t calls = progress_calls_.load(std::memory_order_relaxed) + 1;
+  progress_calls_.store(calls, std::memory_order_relaxed);
   // The helper's watch: a timer these calls push out (a system call at
   // most every half interval; the clock read every kWatchCalls calls), so
   // that it fires only after about an interval without calls, and the
   // helper sleeps while they keep coming.
-  if (watch_fd_ >= 0 && progress_calls_.load(std::memory_order_relaxed) % kWatchCalls == 0) {
+  if (watch_fd_ >= 0 && calls % kWatchCalls == 0) {
     uint64_t now = now_ns();
     if (now - pushed_ns_ >= interval_ns_ / 2) {
       pushed_ns_ = now;
@@ -233,12 +234,8 @@ int Domain::start_helper() {
   Registry& r = registry();
   std::lock_guard<std::mutex> g(r.mu);
   // No helper, no watch: the progress calls must not push a timer for nobody.
-  auto no_watch = [this] {
-    if (watch_fd_ >= 0) ::close(watch_fd_);
-    watch_fd_ = -1;
-  };
   if (r.closed) {
-    no_watch();
+    drop_watch();
     return auto_ ? -FI_ESHUTDOWN : 0;
   }
   helper_stop_.store(false);
@@ -250,7 +247,7 @@ int Domain::start_helper() {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (rc != 0) {
     PM_WARN(FI_LOG_DOMAIN, "cannot start the progress thread: %s", strerror(rc));
-    no_watch();
+    drop_watch();
     return auto_ ? -FI_ENOMEM : 0;
   }
   helper_running_ = true;
@@ -355,31 +352,27 @@ void Domain::helper_loop() {
       PM_WARN(FI_LOG_DOMAIN, "cannot pin the progress thread to cpu %d", helper_cpu_);
   }
   auto stopping = [this] { return helper_stop_.load(std::memory_order_acquire); };
-  auto drain_kick = [this] {
+  auto drain = [](int fd) {
     uint64_t v;
-    while (::read(kick_fd_, &v, sizeof v) > 0) {
+    while (::read(fd, &v, sizeof v) > 0) {
     }
   };
-  auto sleep_on = [&](int nfds, uint64_t ns) {
-    pollfd pf[2] = {{kick_fd_, POLLIN, 0}, {dev_epfd_, POLLIN, 0}};
+  // Sleeps until a kick, `fd` (-1: none) is readable or `ns` passed.
+  auto sleep_on = [&](int fd, uint64_t ns) {
+    pollfd pf[2] = {{kick_fd_, POLLIN, 0}, {fd, POLLIN, 0}};
     timespec ts{time_t(ns / 1000000000ull), long(ns % 1000000000ull)};
-    ppoll(pf, nfds_t(nfds), &ts, nullptr);
-    drain_kick();
+    ppoll(pf, fd >= 0 ? 2 : 1, &ts, nullptr);
+    drain(kick_fd_);
   };
   // Watching: until the application has made no progress call for a whole
   // interval. With the watch timer (pushed out by the calls themselves,
   // progress_locked) the helper sleeps while they keep coming, rather than
   // waking every interval on a CPU an application thread is polling on.
   auto watch = [&](uint64_t ns) {
-    if (watch_fd_ < 0) return sleep_on(1, ns);
+    if (watch_fd_ < 0) return sleep_on(-1, ns);
     set_watch(ns);
-    pollfd pf[2] = {{kick_fd_, POLLIN, 0}, {watch_fd_, POLLIN, 0}};
-    timespec ts{time_t(kIdleSleepNs / 1000000000ull), 0};
-    ppoll(pf, 2, &ts, nullptr);
-    uint64_t v;
-    while (::read(watch_fd_, &v, sizeof v) > 0) {
-    }
-    drain_kick();
+    sleep_on(watch_fd_, kIdleSleepNs);
+    drain(watch_fd_);
   };
   // The calls counted when the helper last looked, and when that was: it
   // steps in only after a whole interval in which the count did not move.
@@ -414,7 +407,7 @@ void Domain::helper_loop() {
       uint64_t ns = helper_sleep_ns_locked();
       helper_asleep_.store(true, std::memory_order_relaxed);
       mu_.unlock();
-      sleep_on(2, ns);
+      sleep_on(dev_epfd_, ns);
       helper_asleep_.store(false, std::memory_order_relaxed);
       // Insist even with manual progress: the devices must be disarmed
       // once the application is back (armed, every peer's send to them is a

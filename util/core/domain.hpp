@@ -76,8 +76,7 @@ class Domain {
   // child push out the parent's watch timer, a shared open file).
   void forget_helper() noexcept {
     helper_running_ = false;
-    if (watch_fd_ >= 0) ::close(watch_fd_);
-    watch_fd_ = -1;
+    drop_watch();
   }
   // After a posting call (lock held or not): wakes a helper that sleeps
   // with nothing to do, so that the new operation gets progress.
@@ -156,6 +155,10 @@ class Domain {
   uint64_t pushed_ns_ = 0;
   static constexpr uint64_t kWatchCalls = 16;
   void set_watch(uint64_t ns) noexcept;
+  void drop_watch() noexcept {  // no helper to watch for
+    if (watch_fd_ >= 0) ::close(watch_fd_);
+    watch_fd_ = -1;
+  }
   uint64_t interval_ns_ = 1000000;
   uint64_t timers_ns_ = 250000000;  // operations waiting on peers: liveness checks
   int helper_cpu_ = -1;
