@@ -74,8 +74,10 @@ fail() {
   exit 1
 }
 step() {
+  local t0=$SECONDS
   echo "+ $*" >>"$log"
   "$@" >>"$log" 2>&1 || fail
+  echo "thirdparty.sh: $1 took $((SECONDS - t0)) s" | tee -a "$log"
 }
 
 start=$SECONDS

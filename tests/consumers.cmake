@@ -16,14 +16,19 @@ set(_tp_env "PM_THIRDPARTY_DIR=${PM_THIRDPARTY_DIR}")
 set(PM_LF26_PREFIX ${PM_THIRDPARTY_CACHE}/libfabric-2.6.0/prefix)
 set(PM_LF26_BUILD ${CMAKE_BINARY_DIR}/libfabric26)
 set(_chk ${CMAKE_CURRENT_SOURCE_DIR}/check_libfabric26.sh)
+# The builds run on one CPU (make -j1) in one ctest slot, beside other tests:
+# their autogen.sh, configure and libtool steps are serial (SOS's test
+# programs build in 198 s with -j1 against 186 s with -j2), so two slots
+# would leave one idle for most of the build (docs/performance.md, CI time).
+list(APPEND _tp_env "PM_JOBS=1")
 add_test(NAME thirdparty.libfabric26 COMMAND ${_tp} libfabric ${PM_THIRDPARTY_CACHE})
 set_tests_properties(thirdparty.libfabric26 PROPERTIES
-  FIXTURES_SETUP lf26 ENVIRONMENT "${_tp_env}" TIMEOUT 1800 PROCESSORS 2 LABELS "libfabric26;thirdparty")
+  FIXTURES_SETUP lf26 ENVIRONMENT "${_tp_env}" TIMEOUT 1800 LABELS "libfabric26;thirdparty" COST 10000)
 # The DSOs compiled against 2.6's headers (-Werror) in a second build tree.
 add_test(NAME libfabric26.build_dsos
          COMMAND ${_chk} build ${PROJECT_SOURCE_DIR} ${PM_LF26_BUILD} ${PM_LF26_PREFIX})
 set_tests_properties(libfabric26.build_dsos PROPERTIES
-  FIXTURES_REQUIRED lf26 FIXTURES_SETUP lf26dso TIMEOUT 1800 PROCESSORS 2 LABELS libfabric26)
+  FIXTURES_REQUIRED lf26 FIXTURES_SETUP lf26dso ENVIRONMENT "PM_JOBS=1" TIMEOUT 1800 LABELS libfabric26)
 foreach(prov pmshm pmeth)
   # 2.6's fi_info (asking for API 2.6) against the DSOs built for Debian's 1.17 ...
   add_test(NAME libfabric26.fi_info.${prov} COMMAND ${_chk} fi_info ${PM_LF26_PREFIX} ${prov})
@@ -65,7 +70,7 @@ foreach(b ${_sos_builds})
   endif()
   add_test(NAME thirdparty.sos.${b} COMMAND ${_tp} sos ${PM_THIRDPARTY_CACHE} ${b} ${_sos_args_${b}})
   set_tests_properties(thirdparty.sos.${b} PROPERTIES
-    FIXTURES_SETUP sos_${b} ENVIRONMENT "${_tp_env}" TIMEOUT 2400 PROCESSORS 2 LABELS "sos;thirdparty"
+    FIXTURES_SETUP sos_${b} ENVIRONMENT "${_tp_env}" TIMEOUT 2400 LABELS "sos;thirdparty"
     COST 10000)  # the long ones first (ctest -j starts higher COST first): wall time
   set(_settings pmeth pmeth_eth pmshm)
   if(NOT PM_SOS_ALL)

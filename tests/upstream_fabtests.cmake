@@ -33,26 +33,21 @@ set_tests_properties(upstream.build PROPERTIES FIXTURES_SETUP upstream_fabtests 
 # runs; -DPM_UPSTREAM_OOB=OFF leaves them out (about 40 % of these tests' time).
 option(PM_UPSTREAM_OOB "register the -b (out-of-band address exchange) runs of libfabric's fabtests" ON)
 
-# pm_add_upstream_run(<name> <prov> <mode> [OOB] [TESTS <set>] [UBERTEST <cfg>] [TIMEOUT <s>])
-# registers upstream.<name>. The runs on this host's own network namespace
-# (local mode) take the lock upstream_local: they use the service 9228 and,
-# in -b mode, TCP port 3000. A netns run has namespaces of its own (and
-# pmeth's well-known shared-memory regions carry the host id, which differs
-# there), so it runs beside them.
-function(pm_add_upstream_run name prov mode)
-  cmake_parse_arguments(U "OOB" "TESTS;UBERTEST;TIMEOUT;PREFIX" "" ${ARGN})
+# pm_upstream_args(<out> <name> <prov> <mode> [OOB] [TESTS <set>] [UBERTEST <cfg>] [PREFIX <p>])
+# sets <out> to the command of one run (empty when it is an -b run and
+# PM_UPSTREAM_OOB is off). The run bounds itself 60 s below the tests'
+# TIMEOUT (1200 s), so that it removes its namespaces before ctest strikes.
+function(pm_upstream_args out name prov mode)
+  cmake_parse_arguments(U "OOB" "TESTS;UBERTEST;PREFIX" "" ${ARGN})
   if(NOT U_TESTS)
     set(U_TESTS "unit,functional,short")
   endif()
-  if(NOT U_TIMEOUT)
-    set(U_TIMEOUT 1200)
-  endif()
-  math(EXPR limit "${U_TIMEOUT} - 60")
-  set(args --limit ${limit} --bin ${PM_UFT_BIN} --prov ${prov} --mode ${mode} --tests ${U_TESTS} --timeout 60
-           --work ${CMAKE_BINARY_DIR}/upstream-runs/${name}
+  set(args ${PM_UFT_RUN} --limit 1140 --bin ${PM_UFT_BIN} --prov ${prov} --mode ${mode} --tests ${U_TESTS}
+           --timeout 60 --work ${CMAKE_BINARY_DIR}/upstream-runs/${name}
            --exclude ${PM_UFT_CFG}/common.exclude --exclude ${PM_UFT_CFG}/${prov}.exclude)
   if(U_OOB)
     if(NOT PM_UPSTREAM_OOB)
+      set(${out} "" PARENT_SCOPE)
       return()
     endif()
     list(APPEND args --oob)
@@ -63,7 +58,16 @@ function(pm_add_upstream_run name prov mode)
   if(U_PREFIX)
     list(APPEND args --prefix ${U_PREFIX})
   endif()
-  add_test(NAME upstream.${name} COMMAND ${PM_UFT_RUN} ${args})
+  set(${out} ${args} PARENT_SCOPE)
+endfunction()
+
+# pm_upstream_test(<name> <mode> <command...>) registers upstream.<name>.
+# The runs on this host's own network namespace (local mode) take the lock
+# upstream_local: they use the service 9228 and, in -b mode, TCP port 3000. A
+# netns run has namespaces of its own (and pmeth's well-known shared-memory
+# regions carry the host id, which differs there), so it runs beside them.
+function(pm_upstream_test name mode)
+  add_test(NAME upstream.${name} COMMAND ${ARGN})
   # Each of these programs allocates and clears 1 GiB (its largest size,
   # 8 MiB, times a window of 64, for sending and receiving): 5 s of page
   # faults per run on a 2-vCPU guest, most of these tests' time. glibc's
@@ -71,11 +75,20 @@ function(pm_add_upstream_run name prov mode)
   # in madvise mode): 2.9 s instead of 5.0 for fi_rdm_pingpong -I 5.
   set_tests_properties(upstream.${name} PROPERTIES
     ENVIRONMENT "FI_PROVIDER_PATH=${PM_PROVIDER_DIR};GLIBC_TUNABLES=glibc.malloc.hugetlb=1"
-    FIXTURES_REQUIRED upstream_fabtests TIMEOUT ${U_TIMEOUT} SKIP_RETURN_CODE 77 LABELS upstream COST 5000)
+    FIXTURES_REQUIRED upstream_fabtests TIMEOUT 1200 SKIP_RETURN_CODE 77 LABELS upstream COST 5000)
   if(mode STREQUAL "local")
     set_tests_properties(upstream.${name} PROPERTIES RESOURCE_LOCK upstream_local)
   else()
     set_tests_properties(upstream.${name} PROPERTIES LABELS "upstream;netns")
+  endif()
+endfunction()
+
+# pm_add_upstream_run(<name> <prov> <mode> [options of pm_upstream_args])
+# registers one run as upstream.<name>.
+function(pm_add_upstream_run name prov mode)
+  pm_upstream_args(cmd ${name} ${prov} ${mode} ${ARGN})
+  if(cmd)
+    pm_upstream_test(${name} ${mode} ${cmd})
   endif()
 endfunction()
 
@@ -103,8 +116,19 @@ endif()
 # pmeth between two network namespaces joined by a veth pair, each side its
 # own host id: real Ethernet frames, node/service resolved through ARP
 # (root; skipped otherwise).
-pm_add_upstream_run(pmeth.netns pmeth netns PREFIX pmuftn)
-pm_add_upstream_run(pmeth.netns_oob pmeth netns OOB PREFIX pmuftnb)
+# The node/service run and the -b run go at the same time, in namespaces of
+# their own, as one test (fabtests/scripts/run_together.sh): runfabtests
+# sleeps 1 s before each client, so together they take 158 s against 292 s
+# one after the other, and hold one ctest slot instead of two (CI time,
+# docs/performance.md).
+pm_upstream_args(_netns pmeth.netns pmeth netns PREFIX pmuftn)
+pm_upstream_args(_netns_oob pmeth.netns_oob pmeth netns OOB PREFIX pmuftnb)
+if(_netns_oob)
+  pm_upstream_test(pmeth.netns_both netns ${PROJECT_SOURCE_DIR}/fabtests/scripts/run_together.sh
+                   ${_netns} :: ${_netns_oob})
+else()
+  pm_upstream_test(pmeth.netns netns ${_netns})
+endif()
 # fi_ubertest (-t complex) with each provider's configuration: 3 to 5
 # minutes each, so not in the CI run (its time budget); configure with
 # -DPM_UPSTREAM_COMPLEX=ON to register them (docs/upstream_fabtests.md).
