@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pmstat(1) against live endpoints (tests/cluster_xfer -H keeps them open):
-#   pmstat_test.sh <build dir> live|stale|malformed
+#   pmstat_test.sh <build dir> live|stale|pidns|malformed
 # live: pmeth over Ethernet frames on lo (host ids 1, 2) and pmshm, 2 ranks
 #   each, 20 messages of 4096 B in a ring; while the endpoints are held open
 #   pmstat lists both pids as live and its counters show at least the bytes
@@ -8,6 +8,8 @@
 #   shm.tx_pkts); after the processes exit their pages are gone.
 # stale: a rank killed by SIGKILL leaves its page: pmstat says "stale",
 #   pmstat --clean removes it.
+# pidns: ranks in a PID namespace of their own open endpoints (and reap
+#   stale pages) while two ranks out here hold theirs: those pages stay, live.
 # malformed: truncated, wrong magic, wrong layout size, a foreign uid and
 #   absurd counts in a directory of copies: pmstat lists them as invalid
 #   (or bounds the counts) and exits 0; -p of a missing pid exits 1.
@@ -95,6 +97,36 @@ stale)
     expect "pmstat --clean removed the stale page" test -z "$(ls /dev/shm/pmstat-*-"${pids[1]}"-* 2>/dev/null)"
     expect "... and kept the live one" test -n "$(ls /dev/shm/pmstat-*-"${pids[0]}"-* 2>/dev/null)"
     ;;
+pidns)
+    # Two ranks in a PID namespace of their own (runfabtests runs in one)
+    # open their first endpoints, which reaps stale pages: the pages of the
+    # live ranks out here stay (the reaper once judged them by pid, and no
+    # pid of this namespace is seen from that one).
+    unshare --pid --fork true 2>/dev/null || { echo "SKIP: cannot make a PID namespace"; exit 77; }
+    start pmeth 8 "$work/live"
+    pages() { ls /dev/shm/pmstat-*-"${pids[0]}"-* /dev/shm/pmstat-*-"${pids[1]}"-* 2>/dev/null | wc -l; }
+    before=$(pages)
+    mkdir -p "$work/ns"
+    FI_PROVIDER_PATH="$build/lib" unshare --pid --fork --mount-proc bash -c '
+        for r in 0 1; do "$0" -p pmshm -r $r -n 2 -d "$1" -t ring -i 2 -s 64 -T 30 >"$1/rank$r.log" 2>&1 & p[r]=$!; done
+        wait ${p[0]}; a=$?; wait ${p[1]}; b=$?
+        echo "ranks in the PID namespace: exit $a, $b"; ((a == 0 && b == 0))' "$xfer" "$work/ns"
+    r=$?
+    expect "the ranks in the PID namespace ran (exit $r)" test "$r" -eq 0
+    ((r == 0)) || cat "$work/ns"/rank*.log
+    after=$(pages)
+    expect "the live ranks' pages are all still there ($before before, $after after)" \
+        test "$before" -ge 2 -a "$after" -eq "$before"
+    list=$("$pmstat")
+    for p in "${pids[@]}"; do
+        expect "pid $p still listed live" grep -Eq "^$p +pmeth +live " <<<"$list"
+    done
+    for i in 0 1; do
+        wait "${pids[$i]}"
+        r=$?
+        expect "rank $i exit $r" test "$r" -eq 0
+    done
+    ;;
 malformed)
     start pmshm 3 "$work/src"
     page=$(ls /dev/shm/pmstat-*-"${pids[0]}"-* | head -1)
@@ -130,7 +162,7 @@ malformed)
     expect "pmstat -p of a missing pid exits 1 ($r)" test "$r" -eq 1
     ;;
 *)
-    echo "usage: $0 <build dir> live|stale|malformed" >&2
+    echo "usage: $0 <build dir> live|stale|pidns|malformed" >&2
     exit 2
     ;;
 esac

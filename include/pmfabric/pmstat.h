@@ -4,7 +4,10 @@
  * Each enabled endpoint (knob FI_<PROV>_LIVE_STATS, on by default) creates
  * /dev/shm/pmstat-<uid>-<pid>-<n>, mode 0600 (its user and root can read
  * it), updates it from its progress calls at most every 100 ms, and removes
- * it at close. A file whose pid is gone was left by a process that died.
+ * it at close. Its process holds a shared flock(2) on the file from before
+ * the name appears until the process ends: a page nobody holds that lock on
+ * was left by a process that died (pmstat_page_orphaned). The pid alone
+ * cannot tell: a process in another PID namespace does not see it.
  *
  * A reader must treat the file as untrusted: check magic, version and size
  * against the file's length, bound every count by the array it indexes,
@@ -20,7 +23,9 @@
 #ifndef PMFABRIC_PMSTAT_H
 #define PMFABRIC_PMSTAT_H
 
+#include <errno.h>
 #include <stdint.h>
+#include <sys/file.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,6 +74,18 @@ struct pmstat_page {
 	struct pmstat_counter counters[PMSTAT_MAX_COUNTERS];
 	struct pmstat_peer peers[PMSTAT_MAX_PEERS];
 };
+
+/* Whether the page open on fd was left by a process that died: 1 when
+ * nobody holds its lock (an exclusive flock can be taken; it is released
+ * again at once), 0 when its process still holds it, -1 on another error. */
+static inline int pmstat_page_orphaned(int fd)
+{
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+		flock(fd, LOCK_UN);
+		return 1;
+	}
+	return errno == EWOULDBLOCK ? 0 : -1;
+}
 
 #ifdef __cplusplus
 }

@@ -86,6 +86,9 @@ Entry load(const std::string& dir, const std::string& name) {
     if (seq1 == seq2 && !(seq1 & 1)) got = true;
     else usleep(1000);
   }
+  // Its process holds a shared lock on it for its life (pmstat.h); the pid
+  // cannot tell from another PID namespace.
+  const bool orphaned = pmstat_page_orphaned(fd) == 1;
   close(fd);
   if (!got) {
     if (e.why.empty()) e.why = "never consistent (being rewritten)";
@@ -109,7 +112,7 @@ Entry load(const std::string& dir, const std::string& name) {
     for (uint32_t k = 0; k < q.nfields; k++) q.fields[k].name[PMSTAT_NAME_LEN - 1] = 0;
   }
   e.valid = true;
-  e.stale = p.pid <= 0 || (kill(p.pid, 0) != 0 && errno == ESRCH);
+  e.stale = orphaned;
   return e;
 }
 

@@ -2,7 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -87,8 +88,10 @@ void add(pmstat_counter* arr, uint32_t* n, uint32_t cap, std::string_view a, std
   (*n)++;
 }
 
-// Pages our dead processes left (same user; the pid is gone): removed once
-// per process, when its first page is made.
+// Pages our dead processes left (same user; nobody holds the page's lock,
+// pmstat.h): removed once per process, when its first page is made. Not by
+// pid: in another PID namespace (runfabtests runs in one) every pid of this
+// one looks gone, and a live process's page was removed.
 void reap_stale(uid_t uid) {
   DIR* d = opendir(PMSTAT_DIR);
   if (!d) return;
@@ -97,8 +100,10 @@ void reap_stale(uid_t uid) {
   while (dirent* e = readdir(d)) {
     std::string n = e->d_name;
     if (n.compare(0, mine.size(), mine) != 0) continue;
-    long pid = strtol(n.c_str() + mine.size(), nullptr, 10);
-    if (pid > 0 && kill(pid_t(pid), 0) != 0 && errno == ESRCH) dead.push_back(n);
+    int fd = openat(dirfd(d), n.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (pmstat_page_orphaned(fd) == 1) dead.push_back(n);
+    close(fd);
     if (dead.size() >= 1024) break;
   }
   closedir(d);
@@ -187,23 +192,28 @@ std::unique_ptr<LiveStats> LiveStats::create(const char* provider) {
   uid_t uid = getuid();
   std::call_once(reaped, [uid] { reap_stale(uid); });
   std::unique_ptr<LiveStats> ls(new LiveStats);
-  ls->path_ = std::string(PMSTAT_DIR) + "/" + PMSTAT_PREFIX + std::to_string(uid) + "-" +
-              std::to_string(getpid()) + "-" + std::to_string(seq.fetch_add(1));
-  int fd = open(ls->path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  const std::string name = std::string(PMSTAT_PREFIX) + std::to_string(uid) + "-" + std::to_string(getpid()) + "-" +
+                           std::to_string(seq.fetch_add(1));
+  ls->path_ = std::string(PMSTAT_DIR) + "/" + name;
+  // Made and locked under a name no reader or reaper looks at, then renamed:
+  // the page is never seen without its owner's lock (nor half written).
+  const std::string tmp = std::string(PMSTAT_DIR) + "/." + name;
+  int fd = open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
-    PM_INFO(FI_LOG_EP_CTRL, "no live statistics: %s: %s", ls->path_.c_str(), strerror(errno));
+    PM_INFO(FI_LOG_EP_CTRL, "no live statistics: %s: %s", tmp.c_str(), strerror(errno));
     return nullptr;
   }
   void* m = MAP_FAILED;
-  if (ftruncate(fd, sizeof(pmstat_page)) == 0)
+  if (flock(fd, LOCK_SH | LOCK_NB) == 0 && ftruncate(fd, sizeof(pmstat_page)) == 0)
     m = mmap(nullptr, sizeof(pmstat_page), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int e = errno;
-  close(fd);
   if (m == MAP_FAILED) {
-    unlink(ls->path_.c_str());
-    PM_INFO(FI_LOG_EP_CTRL, "no live statistics: %s: %s", ls->path_.c_str(), strerror(e));
+    int e = errno;
+    unlink(tmp.c_str());
+    close(fd);
+    PM_INFO(FI_LOG_EP_CTRL, "no live statistics: %s: %s", tmp.c_str(), strerror(e));
     return nullptr;
   }
+  ls->fd_ = fd;
   ls->page_ = static_cast<pmstat_page*>(m);
   pmstat_page* p = ls->page_;
   p->size = sizeof(pmstat_page);
@@ -213,6 +223,13 @@ std::unique_ptr<LiveStats> LiveStats::create(const char* provider) {
   copy_str(p->provider, sizeof p->provider, provider ? provider : "?");
   p->version = PMSTAT_VERSION;
   __atomic_store_n(&p->magic, PMSTAT_MAGIC, __ATOMIC_RELEASE);
+  if (renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, ls->path_.c_str(), RENAME_NOREPLACE) != 0) {
+    PM_INFO(FI_LOG_EP_CTRL, "no live statistics: %s: %s", ls->path_.c_str(), strerror(errno));
+    unlink(tmp.c_str());
+    munmap(ls->page_, sizeof(pmstat_page));
+    ls->page_ = nullptr;  // path_ is another's page (or none): the destructor must not remove it
+    return nullptr;       // (and closes fd_)
+  }
   return ls;
 }
 
@@ -221,6 +238,7 @@ LiveStats::~LiveStats() {
     unlink(path_.c_str());
     munmap(page_, sizeof(pmstat_page));
   }
+  if (fd_ >= 0) close(fd_);
 }
 
 bool LiveStats::due() noexcept {

@@ -30,6 +30,7 @@ class LiveStats {
  private:
   LiveStats() = default;
   pmstat_page* page_ = nullptr;
+  int fd_ = -1;  // held open with a shared flock: the page's owner lives
   std::string path_;
   uint64_t next_ns_ = 0;
 };
