@@ -102,7 +102,7 @@ pidns)
     # open their first endpoints, which reaps stale pages: the pages of the
     # live ranks out here stay (the reaper once judged them by pid, and no
     # pid of this namespace is seen from that one).
-    unshare --pid --fork true 2>/dev/null || { echo "SKIP: cannot make a PID namespace"; exit 77; }
+    unshare --pid --fork --mount-proc true 2>/dev/null || { echo "SKIP: cannot make a PID namespace"; exit 77; }
     start pmeth 8 "$work/live"
     pages() { ls /dev/shm/pmstat-*-"${pids[0]}"-* /dev/shm/pmstat-*-"${pids[1]}"-* 2>/dev/null | wc -l; }
     before=$(pages)
