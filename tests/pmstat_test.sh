@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pmstat(1) against live endpoints (tests/cluster_xfer -H keeps them open):
-#   pmstat_test.sh <build dir> live|stale|pidns|malformed
+#   pmstat_test.sh <build dir> live|stale|pidns|reap|malformed
 # live: pmeth over Ethernet frames on lo (host ids 1, 2) and pmshm, 2 ranks
 #   each, 20 messages of 4096 B in a ring; while the endpoints are held open
 #   pmstat lists both pids as live and its counters show at least the bytes
@@ -13,6 +13,10 @@
 # malformed: truncated, wrong magic, wrong layout size, a foreign uid and
 #   absurd counts in a directory of copies: pmstat lists them as invalid
 #   (or bounds the counts) and exits 0; -p of a missing pid exits 1.
+# reap: which files of the pages' pattern a process's first endpoint
+#   removes from /dev/shm (orphaned pages, old hidden ones) and which it
+#   keeps (a hidden one being made, a locked one, another user's, one with
+#   two links, a symlink).
 set -u
 build=$(cd "$1" && pwd) || exit 1
 what=$2
@@ -127,6 +131,53 @@ pidns)
         expect "rank $i exit $r" test "$r" -eq 0
     done
     ;;
+reap)
+    # What a process's first endpoint reaps in /dev/shm, among names of this
+    # user's pattern (pid 0: no process has it): a page nobody holds the
+    # lock of, and a hidden one (its process died between making and
+    # renaming it) older than a minute. What it keeps: a hidden one just
+    # made (being made: no lock yet), one whose lock a process holds, one of
+    # another user, one with a second link, a symlink (and its target).
+    u=$(id -u) d=/dev/shm
+    f=$d/pmstat-$u-0-$$
+    extra=("$d/pmfabric-test-link-$$" "$work/target")
+    trap 'cleanup; rm -f "$f"-* "$d/.pmstat-$u-0-$$"-* "${extra[@]}"' EXIT
+    : >"$f-stale"
+    : >"$d/.pmstat-$u-0-$$-old"
+    touch -d '-5 min' "$d/.pmstat-$u-0-$$-old"
+    : >"$d/.pmstat-$u-0-$$-new"
+    : >"$f-locked"
+    exec {lock}<"$f-locked"
+    flock -s "$lock" || { echo "FAIL: cannot lock $f-locked"; exit 1; }  # held by this shell
+    : >"$f-foreign"
+    foreign=0
+    chown nobody "$f-foreign" 2>/dev/null && foreign=1
+    : >"$f-linked"
+    ln "$f-linked" "$d/pmfabric-test-link-$$"
+    echo target >"$work/target"
+    ln -s "$work/target" "$f-symlink"
+    mkdir -p "$work/r"
+    rp=()
+    for r in 0 1; do
+        FI_PROVIDER_PATH="$build/lib" "$xfer" -p pmshm -r $r -n 2 -d "$work/r" -t ring -i 2 -s 64 -T 30 \
+            >"$work/r/rank$r.log" 2>&1 &
+        rp+=($!)
+    done
+    for i in 0 1; do
+        wait "${rp[$i]}"
+        r=$?
+        expect "rank $i exit $r" test "$r" -eq 0
+        ((r == 0)) || cat "$work/r/rank$i.log"
+    done
+    expect "the unlocked page was removed" test ! -e "$f-stale"
+    expect "the hidden page of 5 minutes ago was removed" test ! -e "$d/.pmstat-$u-0-$$-old"
+    expect "the hidden page just made was kept" test -e "$d/.pmstat-$u-0-$$-new"
+    expect "the page whose lock is held was kept" test -e "$f-locked"
+    ((foreign)) && expect "the page of another user was kept" test -e "$f-foreign"
+    expect "the page with two links was kept" test -e "$f-linked"
+    expect "the symlink was kept" test -L "$f-symlink"
+    expect "... and its target" test "$(cat "$work/target")" = target
+    ;;
 malformed)
     start pmshm 3 "$work/src"
     page=$(ls /dev/shm/pmstat-*-"${pids[0]}"-* | head -1)
@@ -162,7 +213,7 @@ malformed)
     expect "pmstat -p of a missing pid exits 1 ($r)" test "$r" -eq 1
     ;;
 *)
-    echo "usage: $0 <build dir> live|stale|pidns|malformed" >&2
+    echo "usage: $0 <build dir> live|stale|pidns|reap|malformed" >&2
     exit 2
     ;;
 esac

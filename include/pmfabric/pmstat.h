@@ -24,8 +24,12 @@
 #define PMFABRIC_PMSTAT_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -77,7 +81,11 @@ struct pmstat_page {
 
 /* Whether the page open on fd was left by a process that died: 1 when
  * nobody holds its lock (an exclusive flock can be taken; it is released
- * again at once), 0 when its process still holds it, -1 on another error. */
+ * again at once), 0 when its process still holds it, -1 on another error.
+ * fd must come from the caller's own open() of the page: flock locks
+ * belong to an open file description, so on the owner's own descriptor
+ * (or a dup or fork of it) this would convert and then drop the owner's
+ * lock. */
 static inline int pmstat_page_orphaned(int fd)
 {
 	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
@@ -85,6 +93,47 @@ static inline int pmstat_page_orphaned(int fd)
 		return 1;
 	}
 	return errno == EWOULDBLOCK ? 0 : -1;
+}
+
+/* Removes the page `name` in the directory dirfd if it is orphaned: a
+ * regular file with one link (no symlink followed), owned by uid (unless
+ * uid is -1), last modified before not_after (unless it is 0), nobody
+ * holding its lock. The lock is held across the removal, and the name is
+ * removed only while it still leads to the file that was locked (another
+ * process may have removed it meanwhile and a new page taken the name).
+ * Returns 1 when removed, 0 when kept, -1 on an error (errno). */
+static inline int pmstat_remove_orphaned(int dirfd, const char *name, long uid, time_t not_after)
+{
+	struct stat st, now;
+	int fd, rc = 0, e = 0;
+
+	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (fstat(fd, &st) != 0) {
+		rc = -1;
+		e = errno;
+	} else if (S_ISREG(st.st_mode) && st.st_nlink == 1 && (uid < 0 || st.st_uid == (uid_t)uid) &&
+		   (not_after == 0 || st.st_mtime < not_after)) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			if (fstatat(dirfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == st.st_ino &&
+			    now.st_dev == st.st_dev) {
+				if (unlinkat(dirfd, name, 0) == 0) {
+					rc = 1;
+				} else {
+					rc = -1;
+					e = errno;
+				}
+			}
+		} else if (errno != EWOULDBLOCK) {
+			rc = -1;
+			e = errno;
+		}
+	}
+	close(fd); /* and with it the lock */
+	if (rc < 0)
+		errno = e;
+	return rc;
 }
 
 #ifdef __cplusplus

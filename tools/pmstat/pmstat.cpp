@@ -195,11 +195,15 @@ int main(int argc, char** argv) {
   }
   if (clean) {
     int removed = 0, failed = 0;
+    int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     for (const Entry& e : scan(dir))
       if (e.valid && e.stale) {
-        if (unlink(e.file.c_str()) == 0) removed++;
-        else failed++;
+        // Checked again under the lock (the process may have been slow, not gone).
+        int r = dfd < 0 ? -1 : pmstat_remove_orphaned(dfd, e.file.substr(e.file.rfind('/') + 1).c_str(), -1, 0);
+        if (r == 1) removed++;
+        else if (r < 0) failed++;
       }
+    if (dfd >= 0) close(dfd);
     printf("pmstat: removed %d stale page(s)%s\n", removed, failed ? " (some not permitted)" : "");
     return failed ? 1 : 0;
   }

@@ -14,7 +14,6 @@
 #include <cstring>
 #include <mutex>
 #include <string_view>
-#include <vector>
 
 #include "base/log.hpp"
 
@@ -90,23 +89,29 @@ void add(pmstat_counter* arr, uint32_t* n, uint32_t cap, std::string_view a, std
 // Pages our dead processes left (same user; nobody holds the page's lock,
 // pmstat.h): removed once per process, when its first page is made. Not by
 // pid: in another PID namespace (runfabtests runs in one) every pid of this
-// one looks gone, and a live process's page was removed.
+// one looks gone, and a live process's page was removed. Also the hidden
+// names pages are made under (LiveStats::create), left when a process died
+// before its rename: only when older than kHiddenAgeS, since a page being
+// made is unlocked for a moment. The rule and its checks (owner, type,
+// links, the lock held across the removal): pmstat_remove_orphaned.
+constexpr time_t kHiddenAgeS = 60;
+constexpr unsigned kMaxReaped = 1024;
+
 void reap_stale(uid_t uid) {
   DIR* d = opendir(PMSTAT_DIR);
   if (!d) return;
-  std::string mine = std::string(PMSTAT_PREFIX) + std::to_string(uid) + "-";
-  std::vector<std::string> dead;
+  const std::string mine = std::string(PMSTAT_PREFIX) + std::to_string(uid) + "-";
+  const time_t young = time(nullptr) - kHiddenAgeS;
+  unsigned reaped = 0;
   while (dirent* e = readdir(d)) {
-    std::string n = e->d_name;
+    std::string_view n = e->d_name;
+    const bool hidden = !n.empty() && n[0] == '.';
+    if (hidden) n.remove_prefix(1);
     if (n.compare(0, mine.size(), mine) != 0) continue;
-    int fd = openat(dirfd(d), n.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) continue;
-    if (pmstat_page_orphaned(fd) == 1) dead.push_back(n);
-    close(fd);
-    if (dead.size() >= 1024) break;
+    if (pmstat_remove_orphaned(dirfd(d), e->d_name, long(uid), hidden ? young : 0) == 1 && ++reaped >= kMaxReaped)
+      break;
   }
   closedir(d);
-  for (const std::string& n : dead) unlink((std::string(PMSTAT_DIR) + "/" + n).c_str());
 }
 
 }  // namespace
