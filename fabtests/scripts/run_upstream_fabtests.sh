@@ -85,9 +85,14 @@ args=(-v -T "$timeout" -t "$tests")
 [[ -n $patterns ]] && args+=(-e "$patterns")
 [[ -n $ubertest ]] && args+=(-u "$ubertest")
 
+run_pid=""
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM HUP
+  if [[ -n $run_pid ]]; then  # stopped by a signal: timeout passes it on
+    kill -TERM "$run_pid" 2>/dev/null
+    wait "$run_pid" 2>/dev/null
+  fi
   [[ $mode == netns && -n $prefix ]] && "$here/netns.sh" down "$prefix" >/dev/null 2>&1
   exit $rc
 }
@@ -134,9 +139,19 @@ if ! unshare --pid --fork --mount-proc true 2>/dev/null; then
   echo "SKIP: cannot create a PID namespace here (needs root / CAP_SYS_ADMIN)" >&2
   exit 77
 fi
+# In the background, waited for: a signal to this script is handled at once
+# (bash runs traps only after a foreground command ends). The output is
+# followed from the log as it grows.
+: >"$log"
 timeout -k 10 "$limit" unshare --pid --fork --mount-proc --kill-child \
-  bash -c '"$@" 2>&1' bash "$bin/runfabtests.sh" -p "$bin" "${args[@]}" "$prov" "${hosts[@]}" | tee "$log"
-rc=${PIPESTATUS[0]}
+  bash -c '"$@" 2>&1' bash "$bin/runfabtests.sh" -p "$bin" "${args[@]}" "$prov" "${hosts[@]}" >"$log" 2>&1 &
+run_pid=$!
+tail -s 0.2 -n +1 -f --pid="$run_pid" "$log" &
+tail_pid=$!
+wait "$run_pid"
+rc=$?
+run_pid=""
+wait "$tail_pid"
 ((rc == 124 || rc == 137)) && echo "run_upstream_fabtests.sh: runfabtests.sh stopped after ${limit}s" >&2
 
 # Verdicts: with -v runfabtests prints YAML, "- name: <test>" then
