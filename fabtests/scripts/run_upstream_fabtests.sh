@@ -85,14 +85,14 @@ args=(-v -T "$timeout" -t "$tests")
 [[ -n $patterns ]] && args+=(-e "$patterns")
 [[ -n $ubertest ]] && args+=(-u "$ubertest")
 
-run_pid=""
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM HUP
-  if [[ -n $run_pid ]]; then  # stopped by a signal: timeout passes it on
-    kill -TERM "$run_pid" 2>/dev/null
-    wait "$run_pid" 2>/dev/null
-  fi
+  # Stopped by a signal: the run (timeout passes the signal on) and tail,
+  # also when the signal came before run_pid was set.
+  local j
+  for j in $(jobs -p); do kill -TERM "$j" 2>/dev/null; done
+  wait 2>/dev/null
   [[ $mode == netns && -n $prefix ]] && "$here/netns.sh" down "$prefix" >/dev/null 2>&1
   exit $rc
 }
@@ -150,7 +150,6 @@ tail -s 0.2 -n +1 -f --pid="$run_pid" "$log" &
 tail_pid=$!
 wait "$run_pid"
 rc=$?
-run_pid=""
 wait "$tail_pid"
 ((rc == 124 || rc == 137)) && echo "run_upstream_fabtests.sh: runfabtests.sh stopped after ${limit}s" >&2
 

@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -95,7 +96,9 @@ static inline int pmstat_page_orphaned(int fd)
 	return errno == EWOULDBLOCK ? 0 : -1;
 }
 
-/* Removes the page `name` in the directory dirfd if it is orphaned: a
+#if defined(__cplusplus) || (defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200809L)
+/* (POSIX.1-2008: openat, fstatat, unlinkat, O_NOFOLLOW, O_CLOEXEC.)
+ * Removes the page `name` in the directory dirfd if it is orphaned: a
  * regular file with one link (no symlink followed), owned by uid (unless
  * uid is -1), last modified before not_after (unless it is 0), nobody
  * holding its lock. The lock is held across the removal, and the name is
@@ -107,7 +110,7 @@ static inline int pmstat_remove_orphaned(int dirfd, const char *name, long uid, 
 	struct stat st, now;
 	int fd, rc = 0, e = 0;
 
-	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -1;
 	if (fstat(fd, &st) != 0) {
@@ -135,6 +138,7 @@ static inline int pmstat_remove_orphaned(int dirfd, const char *name, long uid, 
 		errno = e;
 	return rc;
 }
+#endif
 
 #ifdef __cplusplus
 }

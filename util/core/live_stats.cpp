@@ -95,6 +95,13 @@ void add(pmstat_counter* arr, uint32_t* n, uint32_t cap, std::string_view a, std
 // made is unlocked for a moment. The rule and its checks (owner, type,
 // links, the lock held across the removal): pmstat_remove_orphaned.
 constexpr time_t kHiddenAgeS = 60;
+
+// Whether path names the file open on fd.
+bool same_file(int fd, const char* path) {
+  struct stat a, b;
+  return fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+}
+
 constexpr unsigned kMaxReaped = 1024;
 
 void reap_stale(uid_t uid) {
@@ -208,11 +215,16 @@ std::unique_ptr<LiveStats> LiveStats::create(const char* provider) {
     return nullptr;
   }
   void* m = MAP_FAILED;
-  if (flock(fd, LOCK_SH | LOCK_NB) == 0 && ftruncate(fd, sizeof(pmstat_page)) == 0)
-    m = mmap(nullptr, sizeof(pmstat_page), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // Once locked, the hidden name is still ours only if no reaper took it
+  // (this process stopped for over a minute) and another made it anew.
+  bool ours = false;
+  int e = 0;
+  if (flock(fd, LOCK_SH | LOCK_NB) != 0) e = errno;
+  else if (!(ours = same_file(fd, tmp.c_str()))) e = EEXIST;
+  else if (ftruncate(fd, sizeof(pmstat_page)) != 0) e = errno;
+  else if ((m = mmap(nullptr, sizeof(pmstat_page), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) e = errno;
   if (m == MAP_FAILED) {
-    int e = errno;
-    unlink(tmp.c_str());
+    if (ours) unlink(tmp.c_str());
     close(fd);
     PM_INFO(FI_LOG_EP_CTRL, "no live statistics: %s: %s", tmp.c_str(), strerror(e));
     return nullptr;
@@ -239,7 +251,7 @@ std::unique_ptr<LiveStats> LiveStats::create(const char* provider) {
 
 LiveStats::~LiveStats() {
   if (page_) {
-    unlink(path_.c_str());
+    if (same_file(fd_, path_.c_str())) unlink(path_.c_str());  // not a page that took the name since
     munmap(page_, sizeof(pmstat_page));
   }
   if (fd_ >= 0) close(fd_);
