@@ -8,6 +8,10 @@
 #   measure SETTING LABEL PROVIDER TEST SIZE METRIC MATCH -- cmd...
 #                                    REPS runs, value of METRIC from the result line that
 #                                    contains MATCH; one progress line "[i/n] ..."
+#   measure_once SETTING LABEL PROVIDER TEST SIZE METRIC MATCH REP -- cmd...
+#                                    one of those runs (sets m_val, m_rc, m_reason);
+#                                    measure_hung, measure_done record them (pmbench
+#                                    runs several measurements in turns with these)
 #   measure_skip SETTING LABEL PROVIDER TEST SIZE METRIC REASON
 #                                    records NA without running anything
 #   ratio_table SETTING BASE PEER... one line per (test,size,metric): BASE's median and
@@ -88,46 +92,68 @@ record_median() {
         "$bench_total" "$setting" "$label" "$test" "$size" "$metric" "$m" "$nok" "$nrep" "$secs" "$note"
 }
 
+# One run of a measurement, rep R: appends its row to raw.csv; sets m_val
+# (the value, or NA), m_rc (the status) and m_reason (why NA, else empty).
+measure_once() {
+    local setting="$1" label="$2" prov="$3" test="$4" size="$5" metric="$6" match="$7" r="$8"; shift 9
+    local line v t0 t1 tmp="$out_dir/last.out"
+    t0=$(date +%s.%N)
+    m_rc=0
+    bench_run "$run_timeout" "$tmp" -- "$@" || m_rc=$?
+    t1=$(date +%s.%N)
+    { echo "### $setting $label $test size=$size rep=$r status=$m_rc: $*"; cat "$out_dir/last.err"; } >>"$errlog"
+    line="$(grep -a "^prov=" "$tmp" | grep -a -F -- "$match" | tail -1)"
+    v=""
+    [[ -n "$line" ]] && v="$(field "$metric" <<<"$line")"
+    # bw_MBps is printed with 2 decimals (0.00 for tiny messages on a slow
+    # path); size / lat_us is the same quantity with more digits when lat_us >= 1
+    if [[ $metric == bw_MBps && -n "$v" ]]; then
+        v="$(awk -v s="$size" -v l="$(field lat_us <<<"$line")" -v b="$v" \
+            'BEGIN { if (l + 0 >= 1) printf "%.6g\n", s / l; else print b }')"
+    fi
+    m_reason=""
+    if [[ -n "$v" && $m_rc -eq 0 ]]; then
+        m_val=$v
+    else
+        m_val=NA
+        m_reason="$(why_failed "$m_rc" "$out_dir/last.err")"
+    fi
+    echo "$setting,$label,$prov,$test,$size,$metric,$r,$m_val,$m_rc,$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" >>"$raw"
+}
+
+# A run that hung will hang again: whether m_rc says it timed out.
+measure_hung() { ((m_rc == 124 || m_rc == 137)); }
+
+# The median's row and progress line from vals (set by the caller), with
+# the first reason for a missing value (if any) noted.
+measure_done() {
+    local setting="$1" label="$2" prov="$3" test="$4" size="$5" metric="$6" nok="$7" secs="$8" reason="$9" note=""
+    if [[ -n "$reason" ]]; then
+        note="  NA: $reason"
+        echo "$setting $label $test size=$size: $reason" >>"$notes"
+    fi
+    record_median "$setting" "$label" "$prov" "$test" "$size" "$metric" "$nok" "$reps" "$secs" "$note"
+}
+
 measure() {
     local setting="$1" label="$2" prov="$3" test="$4" size="$5" metric="$6" match="$7"; shift 8
-    local r rc v line t0 t1 nok=0 reason="" note="" start=$SECONDS
-    local tmp="$out_dir/last.out"
+    local r nok=0 reason="" start=$SECONDS
     vals=()
     for ((r = 1; r <= reps; r++)); do
-        t0=$(date +%s.%N)
-        rc=0
-        bench_run "$run_timeout" "$tmp" -- "$@" || rc=$?
-        t1=$(date +%s.%N)
-        { echo "### $setting $label $test size=$size rep=$r status=$rc: $*"; cat "$out_dir/last.err"; } >>"$errlog"
-        line="$(grep -a "^prov=" "$tmp" | grep -a -F -- "$match" | tail -1)"
-        v=""
-        [[ -n "$line" ]] && v="$(field "$metric" <<<"$line")"
-        # bw_MBps is printed with 2 decimals (0.00 for tiny messages on a slow
-        # path); size / lat_us is the same quantity with more digits when lat_us >= 1
-        if [[ $metric == bw_MBps && -n "$v" ]]; then
-            v="$(awk -v s="$size" -v l="$(field lat_us <<<"$line")" -v b="$v" \
-                'BEGIN { if (l + 0 >= 1) printf "%.6g\n", s / l; else print b }')"
-        fi
-        if [[ -n "$v" && $rc -eq 0 ]]; then
-            vals+=("$v")
+        measure_once "$setting" "$label" "$prov" "$test" "$size" "$metric" "$match" "$r" -- "$@"
+        if [[ $m_val != NA ]]; then
+            vals+=("$m_val")
             nok=$((nok + 1))
         else
-            v=NA
-            [[ -n "$reason" ]] || reason="$(why_failed "$rc" "$out_dir/last.err")"
+            [[ -n "$reason" ]] || reason=$m_reason
         fi
-        echo "$setting,$label,$prov,$test,$size,$metric,$r,$v,$rc,$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" >>"$raw"
-        # A run that hung will hang again: do not wait for it REPS times.
-        if ((rc == 124 || rc == 137)); then
+        if measure_hung; then
             for ((r = r + 1; r <= reps; r++)); do
                 echo "$setting,$label,$prov,$test,$size,$metric,$r,NA,skipped,0" >>"$raw"
             done
         fi
     done
-    if [[ -n "$reason" ]]; then
-        note="  NA: $reason"
-        echo "$setting $label $test size=$size: $reason" >>"$notes"
-    fi
-    record_median "$setting" "$label" "$prov" "$test" "$size" "$metric" "$nok" "$reps" "$((SECONDS - start))" "$note"
+    measure_done "$setting" "$label" "$prov" "$test" "$size" "$metric" "$nok" "$((SECONDS - start))" "$reason"
 }
 
 measure_skip() {
