@@ -18,6 +18,14 @@
 #   keeps (a hidden one being made, a locked one, another user's, one with
 #   two links, a symlink).
 set -u
+# Where permitted, in a /dev/shm of its own (a private mount namespace):
+# another test's process opening its first endpoint meanwhile would reap
+# the pages this test leaves stale on purpose, or remove what only the
+# ranks here should.
+if [[ -z ${PMSTAT_TEST_PRIVATE:-} ]] && unshare -m --propagation private true 2>/dev/null; then
+    exec unshare -m --propagation private env PMSTAT_TEST_PRIVATE=1 bash -c \
+        'mount -t tmpfs -o mode=1777 pmstat_test /dev/shm && exec "$0" "$@"' "$0" "$@"
+fi
 build=$(cd "$1" && pwd) || exit 1
 what=$2
 pmstat=$build/pmstat
