@@ -123,7 +123,7 @@ static inline int pmstat_remove_orphaned(int dirfd, const char *name, long uid, 
 			    now.st_dev == st.st_dev) {
 				if (unlinkat(dirfd, name, 0) == 0) {
 					rc = 1;
-				} else {
+				} else if (errno != ENOENT) { /* ENOENT: another removed it */
 					rc = -1;
 					e = errno;
 				}
