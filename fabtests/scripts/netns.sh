@@ -92,7 +92,7 @@ rail_dev() { if (($3 == 0)); then echo "$1v$2"; else echo "$1v$2$3"; fi; }
 # sa, sb). The two ends of a veth must differ: left to the kernel, both
 # would be 2 (each the first device after lo in a new namespace), and a
 # veth whose peer has its own index counts as an ordinary device to the
-# kernel's link watch, which then brings its carrier up up to a second
+# kernel's link watch, which then brings its carrier up as much as a second
 # late (rate-limited) instead of at once: about 0.9 s of every test's
 # set-up. High numbers: a new namespace may hold devices of its own at low
 # ones (the fallback tunnels of loaded ipip, gre, sit, vti... modules).

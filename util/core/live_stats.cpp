@@ -86,6 +86,12 @@ void add(pmstat_counter* arr, uint32_t* n, uint32_t cap, std::string_view a, std
   (*n)++;
 }
 
+// Whether path names the file open on fd.
+bool same_file(int fd, const char* path) {
+  struct stat a, b;
+  return fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+}
+
 // Pages our dead processes left (same user; nobody holds the page's lock,
 // pmstat.h): removed once per process, when its first page is made. Not by
 // pid: in another PID namespace (runfabtests runs in one) every pid of this
@@ -95,13 +101,6 @@ void add(pmstat_counter* arr, uint32_t* n, uint32_t cap, std::string_view a, std
 // made is unlocked for a moment. The rule and its checks (owner, type,
 // links, the lock held across the removal): pmstat_remove_orphaned.
 constexpr time_t kHiddenAgeS = 60;
-
-// Whether path names the file open on fd.
-bool same_file(int fd, const char* path) {
-  struct stat a, b;
-  return fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
-}
-
 constexpr unsigned kMaxReaped = 1024;
 
 void reap_stale(uid_t uid) {
