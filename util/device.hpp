@@ -23,7 +23,7 @@ constexpr PeerId kNoPeer = UINT32_MAX;
 // What a device hands up for each received packet.
 struct RxPacket {
   PeerId peer;
-  const PktHdr* hdr;
+  const PktHdr* hdr;     // in the device's own memory (a peer cannot change it)
   const void* payload;   // valid only during the callback
   size_t payload_len;
 };

@@ -35,26 +35,22 @@ std::unique_ptr<CompositeDevice> CompositeDevice::open(std::unique_ptr<EthDevice
   return c;
 }
 
+// The id of a peer of `kind`, and the name it was resolved by.
 PeerId CompositeDevice::bind(Kind kind, PeerId sub, const void* name) noexcept {
-  if (sub == kNoPeer) return kNoPeer;
+  PeerId id = sub == kNoPeer ? kNoPeer : up_of(kind, sub);
+  if (id == kNoPeer) return kNoPeer;
   try {
-    std::vector<PeerId>& m = by_sub_[kind];
-    if (sub >= m.size()) m.resize(size_t(sub) + 1, kNoPeer);
-    PeerId id = m[sub];
-    if (id == kNoPeer) {
-      id = PeerId(peers_.size());
-      peers_.push_back(Peer{kind, sub});
-      m[sub] = id;
-    }
-    Peer& p = peers_[id];
-    if (name && !p.name_known) {
-      memcpy(p.name, name, kNameLen);
-      p.name_known = true;
-    }
-    return id;
+    if (id >= names_.size()) names_.resize(size_t(id) + 1);
   } catch (...) {
     return kNoPeer;
   }
+  Known& k = names_[id];
+  if (!k.known) {
+    memcpy(k.name, name, kNameLen);
+    k.known = true;
+  }
+  if (kind == kEth) eth_bound_ = true;
+  return id;
 }
 
 // Same host id and a shared-memory part: shared memory. Otherwise Ethernet.
@@ -68,64 +64,43 @@ PeerId CompositeDevice::resolve(const void* name, size_t len) noexcept {
   return bind(kEth, eth_->resolve(name, len), name);
 }
 
-// A sender not bound yet (UpSink looked first): named by what its device
-// learnt (the handshake's name, or the alias in its shared-memory region).
-PeerId CompositeDevice::up_id(Kind kind, PeerId sub) noexcept {
-  const void* name = nullptr;
-  size_t len = 0;
-  if (kind == kShm) {
-    if (!shm_->peer_alias(sub, &name, &len) || len != kNameLen) name = nullptr;
-  } else {
-    name = eth_->peer_name(sub, &len);
-  }
-  return bind(kind, sub, name);
-}
-
-bool CompositeDevice::UpSink::on_packet(const RxPacket& pkt) noexcept {
-  RxPacket q = pkt;
-  const std::vector<PeerId>& m = self->by_sub_[kind];
-  q.peer = pkt.peer < m.size() && m[pkt.peer] != kNoPeer ? m[pkt.peer] : self->up_id(kind, pkt.peer);
-  return q.peer == kNoPeer || up->on_packet(q);
-}
-
-void CompositeDevice::UpSink::on_peer_reset(PeerId peer) noexcept {
-  const std::vector<PeerId>& m = self->by_sub_[kind];
-  if (peer < m.size() && m[peer] != kNoPeer) up->on_peer_reset(m[peer]);
-}
-
+// The name it was resolved by; else (a sender not resolved here) what its
+// device learnt: the handshake's name, or the alias in its shared-memory
+// region.
 const void* CompositeDevice::peer_name(PeerId peer, size_t* len) const noexcept {
-  if (peer >= peers_.size()) return nullptr;
-  const Peer& p = peers_[peer];
-  if (p.name_known) {
+  if (peer < names_.size() && names_[peer].known) {
     *len = kNameLen;
-    return p.name;
+    return names_[peer].name;
   }
-  return p.kind == kEth ? eth_->peer_name(p.sub, len) : nullptr;
+  if ((peer & 1) == kEth) return eth_->peer_name(peer >> 1, len);
+  const void* name = nullptr;
+  size_t n = 0;
+  if (!shm_->peer_alias(peer >> 1, &name, &n) || n != kNameLen) return nullptr;
+  *len = n;
+  return name;
 }
 
 // One progress engine: an empty poll is a read of the shared-memory queue
 // and of each rail's ring (of the rings only every kEthIdleVisit polls while
 // no peer is bound to Ethernet).
 int CompositeDevice::poll(PacketSink& sink, int budget) noexcept {
-  sinks_[kShm].up = &sink;
-  if (by_sub_[kEth].empty() && eth_skip_++ % kEthIdleVisit != 0) return shm_->poll(sinks_[kShm], budget);
+  shm_sink_.up = &sink;
+  if (!eth_bound_ && eth_skip_++ % kEthIdleVisit != 0) return shm_->poll(shm_sink_, budget);
   return poll_both(sink, budget);
 }
 
 // Out of line, so that poll() above is a test and a jump.
 int CompositeDevice::poll_both(PacketSink& sink, int budget) noexcept {
-  int n = shm_->poll(sinks_[kShm], budget);
+  int n = shm_->poll(shm_sink_, budget);
   if (eth_->quiet()) return n;
-  sinks_[kEth].up = &sink;
-  return n + eth_->poll_busy(sinks_[kEth], std::max(budget - n, 1));
+  eth_sink_.up = &sink;
+  return n + eth_->poll_busy(eth_sink_, std::max(budget - n, 1));
 }
 
 void CompositeDevice::append_stats(std::string& out, size_t max_peers) const {
-  size_t count[2] = {0, 0};
-  for (const Peer& p : peers_) count[p.kind]++;
   char buf[128];
   int n = snprintf(buf, sizeof buf, "composite: %zu peers through shared memory, %zu through Ethernet\n shm: ",
-                   count[kShm], count[kEth]);
+                   shm_->peer_count(), eth_->peer_count());
   out.append(buf, size_t(std::clamp(n, 0, int(sizeof buf) - 1)));
   shm_->append_stats(out, max_peers);
   out += "\n eth: ";

@@ -20,18 +20,16 @@ namespace pm::eth {
 class CompositeDevice final : public Device {
  private:
   enum Kind : uint8_t { kShm = 0, kEth = 1 };
-  struct Peer {
-    Kind kind;
-    PeerId sub;               // the peer's id in its device
-    bool name_known = false;
-    uint8_t name[kNameLen];
-  };
+  // A peer's id here is its id in its device, doubled, plus its device's
+  // Kind: the fast paths find the device and its id with no table, and the
+  // device checks that id as it does for any caller.
+  static constexpr PeerId kMaxSub = (kNoPeer - 1) / 2;  // 2 * kMaxSub + 1 < kNoPeer
+  static PeerId up_of(Kind kind, PeerId sub) noexcept { return sub <= kMaxSub ? sub << 1 | kind : kNoPeer; }
   // f(device, sub-device peer id) on the peer's device, called through its
   // final type (no second virtual dispatch on the fast path).
   template <class F>
   auto on(PeerId peer, F&& f) const {
-    const Peer& p = peers_[peer];
-    return p.kind == kShm ? f(*shm_, p.sub) : f(*eth_, p.sub);
+    return (peer & 1) == kShm ? f(*shm_, peer >> 1) : f(*eth_, peer >> 1);
   }
 
  public:
@@ -46,65 +44,55 @@ class CompositeDevice final : public Device {
   const void* peer_name(PeerId peer, size_t* len) const noexcept override;
   size_t max_payload() const noexcept override { return std::min(eth_->max_payload(), shm_->max_payload()); }
   size_t max_payload(PeerId peer) const noexcept override {
-    return peer < peers_.size() ? on(peer, [](auto& d, PeerId q) { return static_cast<const Device&>(d).max_payload(q); })
-                                : max_payload();
+    return on(peer, [](auto& d, PeerId q) { return static_cast<const Device&>(d).max_payload(q); });
   }
   size_t rx_max_payload(PeerId peer) const noexcept override {
-    return peer < peers_.size()
-               ? on(peer, [](auto& d, PeerId q) { return static_cast<const Device&>(d).rx_max_payload(q); })
-               : max_payload();
+    return on(peer, [](auto& d, PeerId q) { return static_cast<const Device&>(d).rx_max_payload(q); });
   }
   int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
            size_t len) noexcept override {
-    if (peer >= peers_.size()) return -FI_EINVAL;
     return on(peer, [&](auto& d, PeerId sub) { return d.send(sub, hdr, iov, iovcnt, offset, len); });
   }
   int send_ref(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
                size_t len) noexcept override {
-    if (peer >= peers_.size()) return -FI_EINVAL;
     return on(peer, [&](auto& d, PeerId sub) { return d.send_ref(sub, hdr, iov, iovcnt, offset, len); });
   }
   void want_ack(PeerId peer) noexcept override {
-    if (peer < peers_.size()) on(peer, [](auto& d, PeerId sub) { d.want_ack(sub); });
+    on(peer, [](auto& d, PeerId sub) { d.want_ack(sub); });
   }
   void flush() noexcept override {
     shm_->flush();
     eth_->flush();
   }
   uint64_t tx_ticket(PeerId peer) const noexcept override {
-    return peer < peers_.size() ? on(peer, [](auto& d, PeerId sub) { return d.tx_ticket(sub); }) : 0;
+    return on(peer, [](auto& d, PeerId sub) { return d.tx_ticket(sub); });
   }
   int tx_state(PeerId peer, uint64_t ticket) noexcept override {
-    return peer < peers_.size() ? on(peer, [&](auto& d, PeerId sub) { return d.tx_state(sub, ticket); })
-                                : -FI_EINVAL;
+    return on(peer, [&](auto& d, PeerId sub) { return d.tx_state(sub, ticket); });
   }
   int poll(PacketSink& sink, int budget) noexcept override;
   size_t rndv_threshold(PeerId peer, size_t thr) const noexcept override {
-    return peer < peers_.size()
-               ? on(peer, [&](auto& d, PeerId q) { return static_cast<const Device&>(d).rndv_threshold(q, thr); })
-               : thr;
+    return on(peer, [&](auto& d, PeerId q) { return static_cast<const Device&>(d).rndv_threshold(q, thr); });
   }
   bool can_read_remote(PeerId peer) noexcept override {
-    return peer < peers_.size() && on(peer, [](auto& d, PeerId sub) { return d.can_read_remote(sub); });
+    return on(peer, [](auto& d, PeerId sub) { return d.can_read_remote(sub); });
   }
   bool prefer_read_remote(PeerId peer, size_t len) noexcept override {
-    return peer < peers_.size() && on(peer, [&](auto& d, PeerId sub) { return d.prefer_read_remote(sub, len); });
+    return on(peer, [&](auto& d, PeerId sub) { return d.prefer_read_remote(sub, len); });
   }
   void note_transfer(PeerId peer, bool single, size_t len) noexcept override {
-    if (peer < peers_.size()) on(peer, [&](auto& d, PeerId sub) { d.note_transfer(sub, single, len); return 0; });
+    on(peer, [&](auto& d, PeerId sub) { d.note_transfer(sub, single, len); return 0; });
   }
   ssize_t read_remote(PeerId peer, const struct iovec* local, size_t lcnt, const struct iovec* remote,
                       size_t rcnt) noexcept override {
-    if (peer >= peers_.size()) return -FI_EINVAL;
     return on(peer, [&](auto& d, PeerId sub) { return d.read_remote(sub, local, lcnt, remote, rcnt); });
   }
   ssize_t write_remote(PeerId peer, const struct iovec* local, size_t lcnt, const struct iovec* remote,
                        size_t rcnt) noexcept override {
-    if (peer >= peers_.size()) return -FI_EINVAL;
     return on(peer, [&](auto& d, PeerId sub) { return d.write_remote(sub, local, lcnt, remote, rcnt); });
   }
   bool peer_alive(PeerId peer) noexcept override {
-    return peer < peers_.size() && on(peer, [](auto& d, PeerId sub) { return d.peer_alive(sub); });
+    return on(peer, [](auto& d, PeerId sub) { return d.peer_alive(sub); });
   }
   int wait_fd() const noexcept override { return epfd_.get(); }
   void tick() noexcept override {
@@ -125,38 +113,50 @@ class CompositeDevice final : public Device {
   void append_stats(std::string& out, size_t max_peers) const override;
 
  private:
-  // Renames the sub-device's peer ids on the way up.
+  // Renames the sub-device's peer ids on the way up (no table: up_of).
+  template <Kind K>
   struct UpSink final : PacketSink {
-    CompositeDevice* self;
-    PacketSink* up;
-    Kind kind;
-    bool on_packet(const RxPacket& pkt) noexcept override;
-    void on_peer_reset(PeerId peer) noexcept override;
+    CompositeDevice* self = nullptr;
+    PacketSink* up = nullptr;
+    bool on_packet(const RxPacket& pkt) noexcept override {
+      RxPacket q = pkt;
+      q.peer = up_of(K, pkt.peer);
+      if (K == kEth) self->eth_bound_ = true;  // a peer on another host: visit the rails on every poll
+      return q.peer == kNoPeer || up->on_packet(q);
+    }
+    void on_peer_reset(PeerId peer) noexcept override {
+      PeerId id = up_of(K, peer);
+      if (id != kNoPeer) up->on_peer_reset(id);
+    }
   };
 
   CompositeDevice(std::unique_ptr<EthDevice> eth, std::unique_ptr<shm::ShmDevice> shm)
       : eth_(std::move(eth)), shm_(std::move(shm)) {
-    for (Kind k : {kShm, kEth}) {
-      sinks_[k].self = this;
-      sinks_[k].kind = k;
-    }
+    shm_sink_.self = this;
+    eth_sink_.self = this;
   }
   PeerId bind(Kind kind, PeerId sub, const void* name) noexcept;
   [[gnu::noinline]] int poll_both(PacketSink& sink, int budget) noexcept;
-  PeerId up_id(Kind kind, PeerId sub) noexcept;
 
   std::unique_ptr<EthDevice> eth_;
   std::unique_ptr<shm::ShmDevice> shm_;
   UniqueFd epfd_;
-  std::vector<Peer> peers_;
-  std::vector<PeerId> by_sub_[2];   // sub-device peer id -> composite id
-  // While no peer is bound to Ethernet (every peer so far is on this host),
+  // The names given to resolve(), by id (peer_name returns them; a peer
+  // first heard from is named by what its device learnt).
+  struct Known {
+    bool known = false;
+    uint8_t name[kNameLen];
+  };
+  std::vector<Known> names_;
+  // Until a peer is bound to Ethernet (every peer so far is on this host),
   // Ethernet is visited once every kEthIdleVisit polls, not on each: a
   // first frame from another host waits at most that many polls, and the
   // same-host round trip does not pay for an empty ring on every poll.
   static constexpr unsigned kEthIdleVisit = 16;
+  bool eth_bound_ = false;
   unsigned eth_skip_ = 0;
-  UpSink sinks_[2];  // per device; `up` is set by each poll
+  UpSink<kShm> shm_sink_;  // `up` is set by each poll
+  UpSink<kEth> eth_sink_;
 };
 
 } // namespace pm::eth

@@ -151,6 +151,7 @@ class EthDevice final : public Device {
   static constexpr unsigned kIdleClockPolls = 16;
   uint64_t next_timer_ns() const noexcept override;
   bool peer_alive(PeerId peer) noexcept override;
+  size_t peer_count() const noexcept { return peers_.size(); }  // peers resolved or heard from
   bool close_drained() noexcept override;
   int wait_fd() const noexcept override { return epfd_.get(); }
   void arm_wait(bool armed) noexcept override;

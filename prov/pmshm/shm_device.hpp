@@ -74,6 +74,7 @@ class ShmDevice final : public Device {
   // it can name it; and a peer's alias (false if it has none).
   void set_alias(const void* name, size_t len) noexcept;
   bool peer_alias(PeerId peer, const void** name, size_t* len) noexcept;
+  size_t peer_count() const noexcept { return peers_.size(); }  // peers resolved or heard from
 
   static bool valid_name(const void* name, size_t len);
   static std::string format_name(const ShmName& n);

@@ -335,7 +335,9 @@ void Endpoint::progress() {
 bool Endpoint::on_packet(const RxPacket& pkt) noexcept {
   CheckedPacket pk;
   limits_.max_payload = dev_->rx_max_payload(pkt.peer);  // per peer (composite: its device's)
-  limits_.reply_payload = dev_->max_payload(pkt.peer);
+  // Only an atomic's check uses the bound of the reply (0: max_payload).
+  // The devices hand up a header of their own memory, not the peer's.
+  limits_.reply_payload = pkt.hdr && pkt.hdr->op == kPktAtomic ? dev_->max_payload(pkt.peer) : 0;
   if (const char* why = check_packet(pkt, limits_, &pk)) {
     drop(pkt.peer, why);
     return true;
