@@ -162,6 +162,25 @@ class Device {
     append_stats(s, max_peers);
     return s;
   }
+
+  // Inside another device (the composite): the ids this device hands up
+  // through a PacketSink become (id << shift) | tag, the enclosing device's
+  // ids, so that packets go up with no renaming between; calls down still
+  // name peers by this device's own ids. tag < (1 << shift).
+  void set_up_ids(unsigned shift, PeerId tag) noexcept {
+    up_shift_ = shift;
+    up_tag_ = tag;
+  }
+
+ protected:
+  // A peer's id as handed up (kNoPeer if it has none in the enclosing space).
+  PeerId up_id(PeerId id) const noexcept {
+    return id <= (kNoPeer - 1) >> up_shift_ ? (id << up_shift_ | up_tag_) : kNoPeer;
+  }
+
+ private:
+  unsigned up_shift_ = 0;
+  PeerId up_tag_ = 0;
 };
 
 } // namespace pm

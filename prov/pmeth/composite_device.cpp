@@ -84,17 +84,17 @@ const void* CompositeDevice::peer_name(PeerId peer, size_t* len) const noexcept 
 // and of each rail's ring (of the rings only every kEthIdleVisit polls while
 // no peer is bound to Ethernet).
 int CompositeDevice::poll(PacketSink& sink, int budget) noexcept {
-  shm_sink_.up = &sink;
-  if (!eth_bound_ && eth_skip_++ % kEthIdleVisit != 0) return shm_->poll(shm_sink_, budget);
+  if (!eth_bound_ && eth_skip_++ % kEthIdleVisit != 0) return shm_->poll(sink, budget);
   return poll_both(sink, budget);
 }
 
 // Out of line, so that poll() above is a test and a jump.
 int CompositeDevice::poll_both(PacketSink& sink, int budget) noexcept {
-  int n = shm_->poll(shm_sink_, budget);
+  int n = shm_->poll(sink, budget);
   if (eth_->quiet()) return n;
-  eth_sink_.up = &sink;
-  return n + eth_->poll_busy(eth_sink_, std::max(budget - n, 1));
+  int m = eth_->poll_busy(sink, std::max(budget - n, 1));
+  if (m > 0) eth_bound_ = true;  // frames from another host: its peer is bound to Ethernet
+  return n + m;
 }
 
 void CompositeDevice::append_stats(std::string& out, size_t max_peers) const {

@@ -22,7 +22,8 @@ class CompositeDevice final : public Device {
   enum Kind : uint8_t { kShm = 0, kEth = 1 };
   // A peer's id here is its id in its device, doubled, plus its device's
   // Kind: the fast paths find the device and its id with no table, and the
-  // device checks that id as it does for any caller.
+  // device checks that id as it does for any caller. The devices hand
+  // packets up under these ids themselves (Device::set_up_ids).
   static constexpr PeerId kMaxSub = (kNoPeer - 1) / 2;  // 2 * kMaxSub + 1 < kNoPeer
   static PeerId up_of(Kind kind, PeerId sub) noexcept { return sub <= kMaxSub ? sub << 1 | kind : kNoPeer; }
   // f(device, sub-device peer id) on the peer's device, called through its
@@ -44,10 +45,10 @@ class CompositeDevice final : public Device {
   const void* peer_name(PeerId peer, size_t* len) const noexcept override;
   size_t max_payload() const noexcept override { return std::min(eth_->max_payload(), shm_->max_payload()); }
   size_t max_payload(PeerId peer) const noexcept override {
-    return on(peer, [](auto& d, PeerId q) { return static_cast<const Device&>(d).max_payload(q); });
+    return on(peer, [](auto& d, PeerId q) { return d.max_payload(q); });
   }
   size_t rx_max_payload(PeerId peer) const noexcept override {
-    return on(peer, [](auto& d, PeerId q) { return static_cast<const Device&>(d).rx_max_payload(q); });
+    return on(peer, [](auto& d, PeerId q) { return d.rx_max_payload(q); });
   }
   int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
            size_t len) noexcept override {
@@ -60,9 +61,11 @@ class CompositeDevice final : public Device {
   void want_ack(PeerId peer) noexcept override {
     on(peer, [](auto& d, PeerId sub) { d.want_ack(sub); });
   }
+  // Until a peer is bound to Ethernet, the only frames Ethernet can have
+  // queued are its own answers inside its poll, which flushes them itself.
   void flush() noexcept override {
     shm_->flush();
-    eth_->flush();
+    if (eth_bound_) eth_->flush();
   }
   uint64_t tx_ticket(PeerId peer) const noexcept override {
     return on(peer, [](auto& d, PeerId sub) { return d.tx_ticket(sub); });
@@ -72,7 +75,7 @@ class CompositeDevice final : public Device {
   }
   int poll(PacketSink& sink, int budget) noexcept override;
   size_t rndv_threshold(PeerId peer, size_t thr) const noexcept override {
-    return on(peer, [&](auto& d, PeerId q) { return static_cast<const Device&>(d).rndv_threshold(q, thr); });
+    return on(peer, [&](auto& d, PeerId q) { return d.rndv_threshold(q, thr); });
   }
   bool can_read_remote(PeerId peer) noexcept override {
     return on(peer, [](auto& d, PeerId sub) { return d.can_read_remote(sub); });
@@ -113,27 +116,10 @@ class CompositeDevice final : public Device {
   void append_stats(std::string& out, size_t max_peers) const override;
 
  private:
-  // Renames the sub-device's peer ids on the way up (no table: up_of).
-  template <Kind K>
-  struct UpSink final : PacketSink {
-    CompositeDevice* self = nullptr;
-    PacketSink* up = nullptr;
-    bool on_packet(const RxPacket& pkt) noexcept override {
-      RxPacket q = pkt;
-      q.peer = up_of(K, pkt.peer);
-      if (K == kEth) self->eth_bound_ = true;  // a peer on another host: visit the rails on every poll
-      return q.peer == kNoPeer || up->on_packet(q);
-    }
-    void on_peer_reset(PeerId peer) noexcept override {
-      PeerId id = up_of(K, peer);
-      if (id != kNoPeer) up->on_peer_reset(id);
-    }
-  };
-
   CompositeDevice(std::unique_ptr<EthDevice> eth, std::unique_ptr<shm::ShmDevice> shm)
       : eth_(std::move(eth)), shm_(std::move(shm)) {
-    shm_sink_.self = this;
-    eth_sink_.self = this;
+    shm_->set_up_ids(1, kShm);
+    eth_->set_up_ids(1, kEth);
   }
   PeerId bind(Kind kind, PeerId sub, const void* name) noexcept;
   [[gnu::noinline]] int poll_both(PacketSink& sink, int budget) noexcept;
@@ -155,8 +141,6 @@ class CompositeDevice final : public Device {
   static constexpr unsigned kEthIdleVisit = 16;
   bool eth_bound_ = false;
   unsigned eth_skip_ = 0;
-  UpSink<kShm> shm_sink_;  // `up` is set by each poll
-  UpSink<kEth> eth_sink_;
 };
 
 } // namespace pm::eth

@@ -805,7 +805,7 @@ bool EthDevice::deliver(PeerId id, uint8_t flags, const uint8_t* body, size_t le
   if (!(flags & kFlagBundle)) {
     if (len < kCoreHdr) return true;
     PktHdr h = decode_core(body);
-    RxPacket pkt{id, &h, body + kCoreHdr, len - kCoreHdr};
+    RxPacket pkt{up_id(id), &h, body + kCoreHdr, len - kCoreHdr};
     return sink.on_packet(pkt);
   }
   size_t off = 0;
@@ -817,7 +817,7 @@ bool EthDevice::deliver(PeerId id, uint8_t flags, const uint8_t* body, size_t le
     off += kRecHdr + r;
     if (k++ < done) continue;
     PktHdr h = decode_core(rec);
-    RxPacket pkt{id, &h, rec + kCoreHdr, r - kCoreHdr};
+    RxPacket pkt{up_id(id), &h, rec + kCoreHdr, r - kCoreHdr};
     if (!sink.on_packet(pkt)) {
       peers_[id].rx_part = uint16_t(k - 1);
       return false;
@@ -881,7 +881,7 @@ void EthDevice::reset_peer(PeerId id, PacketSink* sink) {
     t.tail = nullptr;
     give_frame(std::move(t.frame));
   }
-  if (sink) sink->on_peer_reset(id);
+  if (sink) sink->on_peer_reset(up_id(id));
 }
 
 // An unreachable peer was heard again: a new session, under a new epoch

@@ -51,6 +51,11 @@ class ShmDevice final : public Device {
   PeerId resolve(const void* name, size_t len) noexcept override;
   const void* peer_name(PeerId peer, size_t* len) const noexcept override;
   size_t max_payload() const noexcept override { return cfg_.region.chunk_size; }
+  // The same for every peer, declared here so that calls on this (final)
+  // type, the composite device's, are direct.
+  size_t max_payload(PeerId) const noexcept override { return cfg_.region.chunk_size; }
+  size_t rx_max_payload(PeerId) const noexcept override { return cfg_.region.chunk_size; }
+  size_t rndv_threshold(PeerId, size_t thr) const noexcept override { return thr; }
   int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
            size_t len) noexcept override;
   uint64_t tx_ticket(PeerId peer) const noexcept override;

@@ -194,7 +194,7 @@ void ShmDevice::own_region_broke(PacketSink& sink) noexcept {
           "%s: another process truncated this endpoint's region %s; it can no longer receive, and "
           "every operation waiting on a peer fails",
           format_name(name_).c_str(), own_.path().c_str());
-  for (PeerId i = 0; i < peers_.size(); i++) sink.on_peer_reset(i);
+  for (PeerId i = 0; i < peers_.size(); i++) sink.on_peer_reset(up_id(i));
 }
 
 int ShmDevice::poll(PacketSink& sink, int budget) noexcept {
@@ -244,7 +244,7 @@ int ShmDevice::poll(PacketSink& sink, int budget) noexcept {
       ok = false;
     }
     if (ok) {
-      RxPacket pkt{peer, &local, payload, len};
+      RxPacket pkt{up_id(peer), &local, payload, len};
       if (!sink.on_packet(pkt)) {
         // No room in the endpoint now: the packet stays at the head of the
         // queue (so senders find it full and wait) and is offered again.
@@ -263,7 +263,7 @@ int ShmDevice::poll(PacketSink& sink, int budget) noexcept {
         !peers_[peer].reset_sent) {
       peers_[peer].reset_sent = true;
       found_dead(peers_[peer], "left a bounce chunk that cannot be read (its region is gone or truncated)");
-      sink.on_peer_reset(peer);
+      sink.on_peer_reset(up_id(peer));
     }
     if (release) release->store(0, std::memory_order_release);
     head_++;
