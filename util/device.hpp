@@ -55,7 +55,9 @@ class Device {
   // A readable form of any name of this device's format ("" if malformed).
   virtual std::string name_str(const void* name, size_t len) const = 0;
 
-  // Maps a peer name to a dense peer id; no I/O, fails only on a malformed
+  // Maps a peer name to a small peer id (dense in a device; the composite's
+  // interleave its two devices' ids: the core's per-peer state is a vector
+  // indexed by it); no I/O, fails only on a malformed
   // name (kNoPeer). The same peer always gets the same id, whether it was
   // resolved from an AV insert or first seen as a sender.
   virtual PeerId resolve(const void* name, size_t len) noexcept = 0;
@@ -175,7 +177,7 @@ class Device {
  protected:
   // A peer's id as handed up (kNoPeer if it has none in the enclosing space).
   PeerId up_id(PeerId id) const noexcept {
-    return id <= (kNoPeer - 1) >> up_shift_ ? (id << up_shift_ | up_tag_) : kNoPeer;
+    return id < kNoPeer >> up_shift_ ? (id << up_shift_ | up_tag_) : kNoPeer;
   }
 
  private:

@@ -65,24 +65,24 @@ PeerId CompositeDevice::resolve(const void* name, size_t len) noexcept {
 }
 
 // The name it was resolved by; else (a sender not resolved here) what its
-// device learnt: the handshake's name, or the alias in its shared-memory
-// region.
+// device learnt: the handshake's name, or the alias its introduction or
+// shared-memory region gave at its first packet.
 const void* CompositeDevice::peer_name(PeerId peer, size_t* len) const noexcept {
   if (peer < names_.size() && names_[peer].known) {
     *len = kNameLen;
     return names_[peer].name;
   }
   if ((peer & 1) == kEth) return eth_->peer_name(peer >> 1, len);
-  const void* name = nullptr;
   size_t n = 0;
-  if (!shm_->peer_alias(peer >> 1, &name, &n) || n != kNameLen) return nullptr;
+  const void* name = shm_->known_alias(peer >> 1, &n);
+  if (!name || n != kNameLen) return nullptr;
   *len = n;
   return name;
 }
 
 // One progress engine: an empty poll is a read of the shared-memory queue
 // and of each rail's ring (of the rings only every kEthIdleVisit polls while
-// no peer is bound to Ethernet).
+// Ethernet has no peer).
 int CompositeDevice::poll(PacketSink& sink, int budget) noexcept {
   if (!eth_bound_ && eth_skip_++ % kEthIdleVisit != 0) return shm_->poll(sink, budget);
   return poll_both(sink, budget);
@@ -93,7 +93,7 @@ int CompositeDevice::poll_both(PacketSink& sink, int budget) noexcept {
   int n = shm_->poll(sink, budget);
   if (eth_->quiet()) return n;
   int m = eth_->poll_busy(sink, std::max(budget - n, 1));
-  if (m > 0) eth_bound_ = true;  // frames from another host: its peer is bound to Ethernet
+  if (!eth_bound_ && eth_->has_peers()) eth_bound_ = true;  // one heard from (or answered) there
   return n + m;
 }
 

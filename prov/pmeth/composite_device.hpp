@@ -24,7 +24,8 @@ class CompositeDevice final : public Device {
   // Kind: the fast paths find the device and its id with no table, and the
   // device checks that id as it does for any caller. The devices hand
   // packets up under these ids themselves (Device::set_up_ids).
-  static constexpr PeerId kMaxSub = (kNoPeer - 1) / 2;  // 2 * kMaxSub + 1 < kNoPeer
+  static constexpr PeerId kMaxSub = (kNoPeer >> 1) - 1;  // as Device::up_id(): never kNoPeer
+  static_assert((kMaxSub << 1 | kEth) < kNoPeer, "a composite id is never kNoPeer");
   static PeerId up_of(Kind kind, PeerId sub) noexcept { return sub <= kMaxSub ? sub << 1 | kind : kNoPeer; }
   // f(device, sub-device peer id) on the peer's device, called through its
   // final type (no second virtual dispatch on the fast path).
@@ -61,7 +62,7 @@ class CompositeDevice final : public Device {
   void want_ack(PeerId peer) noexcept override {
     on(peer, [](auto& d, PeerId sub) { d.want_ack(sub); });
   }
-  // Until a peer is bound to Ethernet, the only frames Ethernet can have
+  // Until Ethernet has a peer (eth_bound_), the only frames it can have
   // queued are its own answers inside its poll, which flushes them itself.
   void flush() noexcept override {
     shm_->flush();
@@ -134,7 +135,8 @@ class CompositeDevice final : public Device {
     uint8_t name[kNameLen];
   };
   std::vector<Known> names_;
-  // Until a peer is bound to Ethernet (every peer so far is on this host),
+  // Until Ethernet has a peer (eth_bound_: one resolved to it, or one that
+  // reached its poll; every peer so far is on this host),
   // Ethernet is visited once every kEthIdleVisit polls, not on each: a
   // first frame from another host waits at most that many polls, and the
   // same-host round trip does not pay for an empty ring on every poll.

@@ -151,7 +151,12 @@ class EthDevice final : public Device {
   static constexpr unsigned kIdleClockPolls = 16;
   uint64_t next_timer_ns() const noexcept override;
   bool peer_alive(PeerId peer) noexcept override;
-  size_t peer_count() const noexcept { return peers_.size(); }  // peers resolved or heard from
+  // Peers whose name is known (resolved here, or told in a handshake).
+  size_t peer_count() const noexcept {
+    return size_t(std::count_if(peers_.begin(), peers_.end(), [](const Peer& p) { return p.name_known; }));
+  }
+  // Any peer at all: frames are only ever queued to one.
+  bool has_peers() const noexcept { return !peers_.empty(); }
   bool close_drained() noexcept override;
   int wait_fd() const noexcept override { return epfd_.get(); }
   void arm_wait(bool armed) noexcept override;

@@ -79,6 +79,13 @@ class ShmDevice final : public Device {
   // it can name it; and a peer's alias (false if it has none).
   void set_alias(const void* name, size_t len) noexcept;
   bool peer_alias(PeerId peer, const void** name, size_t* len) noexcept;
+  // The alias learnt so far (from its introduction or region at its first
+  // packet), with no I/O; nullptr if none.
+  const void* known_alias(PeerId peer, size_t* len) const noexcept {
+    if (peer >= peers_.size() || !peers_[peer].alias_len) return nullptr;
+    *len = peers_[peer].alias_len;
+    return peers_[peer].alias;
+  }
   size_t peer_count() const noexcept { return peers_.size(); }  // peers resolved or heard from
 
   static bool valid_name(const void* name, size_t len);

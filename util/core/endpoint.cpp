@@ -380,6 +380,7 @@ bool Endpoint::on_packet(const RxPacket& pkt) noexcept {
 // The device reset the session with `peer` (it restarted, or was given up
 // and came back): what was under way with it belongs to the old session.
 void Endpoint::on_peer_reset(PeerId peer) noexcept {
+  if (peer == kNoPeer) return;
   PM_INFO(FI_LOG_EP_DATA, "session with %s reset: its outstanding operations fail", peer_str(peer).c_str());
   try {
     fail_peer_ops(peer, FI_ECONNRESET);

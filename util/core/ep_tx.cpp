@@ -460,8 +460,11 @@ void Endpoint::flush_ctrl() {
 
 // Fails every operation that waits on `peer` (it died or cannot be reached).
 void Endpoint::fail_peer_ops(PeerId peer, int err) {
-  PeerState& ps = peer_state(peer);
-  while (TxOp* op = ps.queue.pop_front()) complete_tx(op, err);
+  // A peer never sent to has no state (and gets none: its id may be a
+  // device's, handed up with its reset only).
+  PeerState* ps = peer < peers_.size() ? peers_[peer].get() : nullptr;
+  if (ps)
+    while (TxOp* op = ps->queue.pop_front()) complete_tx(op, err);
   for (auto* list : {&waiting_, &streams_, &acking_})
     while (TxOp* op = list->remove_first([&](TxOp* o) { return o->peer == peer; }))
       complete_tx(op, op->ref_decided ? op->ref_err : err);  // a write the target confirmed stays done
@@ -485,9 +488,9 @@ void Endpoint::fail_peer_ops(PeerId peer, int err) {
   ctrl_.erase(std::remove_if(ctrl_.begin(), ctrl_.end(), [&](const Ctrl& c) { return c.peer == peer; }),
               ctrl_.end());
   // What either side said about unexpected messages belonged to that session.
-  ps.rndv_asked = false;
-  if (ps.rndv_told) {
-    ps.rndv_told = false;
+  if (ps) ps->rndv_asked = false;
+  if (ps && ps->rndv_told) {
+    ps->rndv_told = false;
     auto it = std::find(rndv_told_.begin(), rndv_told_.end(), peer);
     if (it != rndv_told_.end()) rndv_told_.erase(it);
   }
