@@ -173,9 +173,8 @@ class Device {
     up_shift_ = shift;
     up_tag_ = tag;
   }
-
- protected:
-  // A peer's id as handed up (kNoPeer if it has none in the enclosing space).
+  // A peer's id as handed up (kNoPeer for kNoPeer, or if it has none in the
+  // enclosing space).
   PeerId up_id(PeerId id) const noexcept {
     return id < kNoPeer >> up_shift_ ? (id << up_shift_ | up_tag_) : kNoPeer;
   }

@@ -35,9 +35,8 @@ std::unique_ptr<CompositeDevice> CompositeDevice::open(std::unique_ptr<EthDevice
   return c;
 }
 
-// The id of a peer of `kind`, and the name it was resolved by.
-PeerId CompositeDevice::bind(Kind kind, PeerId sub, const void* name) noexcept {
-  PeerId id = sub == kNoPeer ? kNoPeer : up_of(kind, sub);
+// Keeps the name a peer (composite id) was resolved by.
+PeerId CompositeDevice::bind(PeerId id, const void* name) noexcept {
   if (id == kNoPeer) return kNoPeer;
   try {
     if (id >= names_.size()) names_.resize(size_t(id) + 1);
@@ -49,7 +48,7 @@ PeerId CompositeDevice::bind(Kind kind, PeerId sub, const void* name) noexcept {
     memcpy(k.name, name, kNameLen);
     k.known = true;
   }
-  if (kind == kEth) eth_bound_ = true;
+  if ((id & 1) == kEth) eth_bound_ = true;
   return id;
 }
 
@@ -59,9 +58,9 @@ PeerId CompositeDevice::resolve(const void* name, size_t len) noexcept {
   if (!decode_name(name, len, &n)) return kNoPeer;
   if (n.has_shm && n.host == eth_->self().host) {
     shm::ShmName s{shm::kNameMagic, shm::kVersion, 0, n.shm_uid, n.shm_pid, n.shm_key, n.host};
-    return bind(kShm, shm_->resolve(&s, sizeof s), name);
+    return bind(shm_->up_id(shm_->resolve(&s, sizeof s)), name);
   }
-  return bind(kEth, eth_->resolve(name, len), name);
+  return bind(eth_->up_id(eth_->resolve(name, len)), name);
 }
 
 // The name it was resolved by; else (a sender not resolved here) what its

@@ -22,11 +22,9 @@ class CompositeDevice final : public Device {
   enum Kind : uint8_t { kShm = 0, kEth = 1 };
   // A peer's id here is its id in its device, doubled, plus its device's
   // Kind: the fast paths find the device and its id with no table, and the
-  // device checks that id as it does for any caller. The devices hand
-  // packets up under these ids themselves (Device::set_up_ids).
-  static constexpr PeerId kMaxSub = (kNoPeer >> 1) - 1;  // as Device::up_id(): never kNoPeer
-  static_assert((kMaxSub << 1 | kEth) < kNoPeer, "a composite id is never kNoPeer");
-  static PeerId up_of(Kind kind, PeerId sub) noexcept { return sub <= kMaxSub ? sub << 1 | kind : kNoPeer; }
+  // device checks that id as it does for any caller. The devices map
+  // their ids to these (Device::set_up_ids, up_id) for what they hand up
+  // and for resolve().
   // f(device, sub-device peer id) on the peer's device, called through its
   // final type (no second virtual dispatch on the fast path).
   template <class F>
@@ -122,7 +120,7 @@ class CompositeDevice final : public Device {
     shm_->set_up_ids(1, kShm);
     eth_->set_up_ids(1, kEth);
   }
-  PeerId bind(Kind kind, PeerId sub, const void* name) noexcept;
+  PeerId bind(PeerId id, const void* name) noexcept;
   [[gnu::noinline]] int poll_both(PacketSink& sink, int budget) noexcept;
 
   std::unique_ptr<EthDevice> eth_;

@@ -488,8 +488,9 @@ void Endpoint::fail_peer_ops(PeerId peer, int err) {
   ctrl_.erase(std::remove_if(ctrl_.begin(), ctrl_.end(), [&](const Ctrl& c) { return c.peer == peer; }),
               ctrl_.end());
   // What either side said about unexpected messages belonged to that session.
-  if (ps) ps->rndv_asked = false;
-  if (ps && ps->rndv_told) {
+  if (!ps) return;
+  ps->rndv_asked = false;
+  if (ps->rndv_told) {
     ps->rndv_told = false;
     auto it = std::find(rndv_told_.begin(), rndv_told_.end(), peer);
     if (it != rndv_told_.end()) rndv_told_.erase(it);
