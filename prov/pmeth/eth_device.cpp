@@ -434,13 +434,14 @@ int EthDevice::send_frame(PeerId peer, const PktHdr& hdr, const struct iovec* io
     p.window_stalls++;
     return -FI_EAGAIN;
   }
-  // The clock is read once per frame, and only for a frame that goes.
-  uint64_t now = now_ns();
+  // Only for a frame that goes (tx_clock: at most a few frames old, and
+  // possibly older than a frame heard since).
+  uint64_t now = tx_clock();
   // The peer's window is a share of its receive ring among the senders it
   // heard lately; one learnt long ago may be stale (more senders since):
   // until the peer is heard again, only a few frames go (as TCP restarts
   // its window after idle).
-  if (in_flight >= kStaleWindowFrames && cfg_.stale_window_ms &&
+  if (in_flight >= kStaleWindowFrames && cfg_.stale_window_ms && now > p.last_heard_ns &&
       now - p.last_heard_ns > uint64_t(cfg_.stale_window_ms) * 1000000) {
     p.window_stalls++;
     return -FI_EAGAIN;
@@ -1399,7 +1400,10 @@ int EthDevice::poll_busy(PacketSink& sink, int budget) noexcept {
     if (!w.rx_maybe()) continue;
     int want = std::min(budget - total, 32);
     int n = w.rx_burst(fr, want);
-    if (n == want || w.rx_more()) drained = false, backlog_ = true;  // more may wait behind these
+    if (n == want || w.rx_more()) {  // more may wait behind these
+      drained = false;
+      if (w.rx_crowded()) backlog_ = true;  // not for the rest of a GSO packet in an empty ring
+    }
     if (n == 0) continue;
     if (!now) now = now_ns();
     for (int i = 0; i < n; i++) {

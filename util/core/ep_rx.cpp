@@ -308,7 +308,7 @@ bool Endpoint::on_data(const CheckedPacket& pk) {
     drop(peer, "segment outside its message");
     return true;
   }
-  a.start_ns = now_ns();
+  a.start_ns = coarse_ns();  // for the peer timeout only; once per segment, so the cheap clock
   if (a.recv) {
     size_t cap = std::min(a.total, capacity(a.recv, a.base));
     if (h.offset < cap)

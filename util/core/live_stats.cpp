@@ -15,18 +15,13 @@
 #include <mutex>
 #include <string_view>
 
+#include "base/clock.hpp"
 #include "base/log.hpp"
 
 namespace pm {
 namespace {
 
 constexpr uint64_t kPeriodNs = 100000000ull;
-
-uint64_t coarse_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
 
 uint64_t real_ns() {
   timespec ts;

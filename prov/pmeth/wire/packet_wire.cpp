@@ -612,6 +612,14 @@ class PacketWire final : public Wire {
   }
 
   bool rx_more() const noexcept override { return rx_more_; }
+  // Half the ring still waits beyond the next slot: a slot half a ring
+  // ahead is ours. A ring too small to tell counts as crowded.
+  bool rx_crowded() const noexcept override {
+    uint32_t nr = rx_.tp_frame_nr, ahead = nr / 2;
+    if (!ring_ || ahead <= uint32_t(rx_taken_) + 32) return true;
+    auto* h = reinterpret_cast<const tpacket2_hdr*>(ring_ + size_t((rx_head_ + ahead) % nr) * rx_.tp_frame_size);
+    return __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER;
+  }
   int fd() const noexcept override { return fd_.get(); }
   size_t mtu() const noexcept override { return mtu_; }
   size_t link_mtu() const noexcept override { return gso_ ? mtu_ + kOuter : mtu_; }

@@ -53,6 +53,11 @@ class Wire {
   // After rx_burst returned fewer than asked: whether it stopped with frames
   // still waiting (not for want of them).
   virtual bool rx_more() const noexcept { return false; }
+  // After a burst that left frames waiting: whether the receive ring may be
+  // near full, where a loss at the tail of the arrivals would show in no
+  // later frame (the device then reads the kernel's count once drained).
+  // A backend that cannot tell says yes.
+  virtual bool rx_crowded() const noexcept { return true; }
   // Readable when frames are waiting.
   virtual int fd() const noexcept = 0;
   virtual size_t mtu() const noexcept = 0;
