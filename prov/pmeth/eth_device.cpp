@@ -432,11 +432,12 @@ int EthDevice::send_frame(PeerId peer, const PktHdr& hdr, const struct iovec* io
   uint32_t in_flight = p.next_seq - p.una;
   if (in_flight >= limit) {
     p.window_stalls++;
+    tx_clock_uses_ = 0;  // the message goes on later
     return -FI_EAGAIN;
   }
-  // Only for a frame that goes (tx_clock: at most a few frames old, and
-  // possibly older than a frame heard since).
-  uint64_t now = tx_clock();
+  // Only for a frame that goes (tx_clock: possibly older than a frame
+  // heard since).
+  uint64_t now = tx_clock(peer, hdr.msg_id);
   // The peer's window is a share of its receive ring among the senders it
   // heard lately; one learnt long ago may be stale (more senders since):
   // until the peer is heard again, only a few frames go (as TCP restarts
@@ -444,6 +445,7 @@ int EthDevice::send_frame(PeerId peer, const PktHdr& hdr, const struct iovec* io
   if (in_flight >= kStaleWindowFrames && cfg_.stale_window_ms && now > p.last_heard_ns &&
       now - p.last_heard_ns > uint64_t(cfg_.stale_window_ms) * 1000000) {
     p.window_stalls++;
+    tx_clock_uses_ = 0;
     return -FI_EAGAIN;
   }
   TxSlot& s = p.ring[p.next_seq % cfg_.window];
@@ -466,7 +468,10 @@ int EthDevice::send_frame(PeerId peer, const PktHdr& hdr, const struct iovec* io
       // That rail's ring is full: another may have room (a slower rail
       // takes fewer frames).
       unsigned o = other_rail(p, rail);
-      if (o == rail || !emit(p, o, f, flen, &s)) return -FI_EAGAIN;
+      if (o == rail || !emit(p, o, f, flen, &s)) {
+        tx_clock_uses_ = 0;
+        return -FI_EAGAIN;
+      }
       rail = o;
     }
   }

@@ -412,16 +412,24 @@ class EthDevice final : public Device {
   uint64_t next_timer_ns_ = 0;
   uint64_t next_window_ns_ = 0;
   uint64_t next_link_ns_ = 0;
-  // The clock for the data frames that go: read for the first frame after
-  // a flush and every kTxClockFrames-th after it (a read costs tens of ns
-  // in virtual machines), so a stamp is early by a few frames' building.
+  // The clock for the data frames that go (a read costs tens of ns in
+  // virtual machines): read afresh for a message's first frame, after a
+  // flush or a refused frame, and every kTxClockFrames-th frame; else the
+  // stamp of this message's frame built just before (no application code
+  // runs between the frames of one message that are not refused).
   static constexpr unsigned kTxClockFrames = 8;
-  uint64_t tx_clock() noexcept {
-    if (tx_clock_uses_++ % kTxClockFrames == 0) tx_clock_ns_ = now_ns();
+  uint64_t tx_clock(PeerId peer, uint64_t msg) noexcept {
+    if (tx_clock_uses_++ % kTxClockFrames == 0 || peer != tx_clock_peer_ || msg != tx_clock_msg_) {
+      tx_clock_ns_ = now_ns();
+      tx_clock_uses_ = 1;
+      tx_clock_peer_ = peer;
+      tx_clock_msg_ = msg;
+    }
     return tx_clock_ns_;
   }
-  uint64_t tx_clock_ns_ = 0;
-  unsigned tx_clock_uses_ = 0;
+  uint64_t tx_clock_ns_ = 0, tx_clock_msg_ = 0;
+  PeerId tx_clock_peer_ = kNoPeer;
+  unsigned tx_clock_uses_ = 0;  // 0: read afresh
   bool tx_pending_ = false;         // frames queued since the last flush
   bool gathers_ = true;             // every rail's wire takes frames in two pieces (send_ref)
   uint32_t flushes_ = 1;            // flush_wires() calls (a TxSlot's lent: 0 is never current)
