@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "ft_xfer.h"
 
@@ -13,6 +15,48 @@ void print_result(const std::string& prov, const std::string& test, size_t size,
     std::printf("prov=%s test=%s size=%zu iters=%ld lat_us=%.3f bw_MBps=%.2f mrate_Mps=%.4f\n", prov.c_str(),
                 test.c_str(), size, iters, lat_us, bw_MBps, mrate_Mps);
     std::fflush(stdout);
+}
+
+RoundTrips::RoundTrips(long iters) {
+    const char* e = getenv("FT_PP_SPREAD");
+    on_ = e && std::strcmp(e, "1") == 0;
+    if (on_) {
+        t_.assign((size_t)iters + 1, 1.0);  // its pages touched now, not in the timed loop
+        t_.clear();
+    }
+}
+
+void RoundTrips::mark() {
+    if (on_) t_.push_back(now_s());
+}
+
+void RoundTrips::report(const char* what) const {
+    if (!on_ || t_.size() < 2) return;
+    std::vector<double> d;
+    d.reserve(t_.size() - 1);
+    for (size_t i = 1; i < t_.size(); ++i) d.push_back((t_[i] - t_[i - 1]) * 0.5e6);
+    const double n = (double)d.size();
+    const double mean = (t_.back() - t_.front()) * 0.5e6 / n;
+    std::sort(d.begin(), d.end());
+    auto pct = [&](double p) { return d[std::min(d.size() - 1, (size_t)(p * n))]; };
+    const double med = pct(0.5);
+    std::fprintf(stderr, "spread %s: half_round_trips=%zu p50_us=%.3f p90_us=%.3f p99_us=%.3f p999_us=%.3f mean_us=%.3f\n",
+                 what, d.size(), med, pct(0.9), pct(0.99), pct(0.999), mean);
+    // Where the mean's excess over the median comes from: per band of
+    // half round trips (us), how many, and what they add to the mean.
+    std::fprintf(stderr, "spread %s: bands (us: count, adds to the mean in us):", what);
+    const double edges[] = {5, 7, 10, 15, 20, 30, 60, 1e9};
+    double lo = 0;
+    size_t i = 0;
+    for (double e : edges) {
+        size_t c = 0;
+        double add = 0;
+        for (; i < d.size() && d[i] < e; ++i, ++c)
+            if (d[i] >= lo) add += d[i] - med;
+        std::fprintf(stderr, " %g-%g: %zu, %.3f;", lo, e, c, add / n);
+        lo = e;
+    }
+    std::fprintf(stderr, "\n");
 }
 
 long bench_iters(long normal, long short_iters) {

@@ -16,6 +16,20 @@ void print_result(const std::string& prov, const std::string& test, size_t size,
 
 // -n if given, else `normal` (or `short_iters` with --short).
 long bench_iters(long normal, long short_iters);
+
+// With FT_PP_SPREAD=1 a ping-pong also records every timed round trip and
+// prints their spread to stderr (half round trips: median, 90th, 99th and
+// 99.9th percentiles, mean; then, per band of durations, how many and what
+// they add to the mean), to tell a slower common path from a longer tail.
+class RoundTrips {
+public:
+    explicit RoundTrips(long iters);
+    void mark();  // call once per round trip, at its start (and once after the last)
+    void report(const char* what) const;
+private:
+    bool on_ = false;
+    std::vector<double> t_;
+};
 // -S if given, else the defaults.
 std::vector<size_t> bench_sizes(const std::vector<size_t>& defaults);
 inline bool verify_mode() { return g_opt.verbose; }  // -v verifies every payload

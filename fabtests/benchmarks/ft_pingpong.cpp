@@ -8,6 +8,7 @@
 // counter (the CQ with FI_SELECTIVE_COMPLETION, so it stays empty) and
 // blocks in fi_cntr_wait; -m cntr_read spins on fi_cntr_read instead (what
 // upstream fabtests' fi_rdm_cntr_pingpong does by default).
+// FT_PP_SPREAD=1: the tagged/msg round trips' spread too (ft_bench.h).
 //   ft_pingpong -p <prov> [-m tagged|msg|sread|cntr|cntr_read|atomic] [-S size] [-n iters] [-c cpu0,cpu1] [-v] [--short]
 #include <algorithm>
 
@@ -58,8 +59,10 @@ void pingpong(Endpoint& ep, BenchCq& cq, const std::vector<fi_addr_t>& addr, siz
     }
     barrier([&] { cq.poll(); });
     double t0 = 0;
+    RoundTrips rt(iters);
     for (long i = 0; i < total; ++i) {
         if (i == warm) t0 = now_s();
+        if (i >= warm) rt.mark();
         if (verify) fill(sbuf.data(), size, ping_seed(i));
         cq.post("recv", [&] { return post_recv_op(ep, rbuf.data(), size, rctx); });
         cq.post("send", [&] { return post_send_op(ep, sbuf.data(), size, addr[kServer], sctx); });
@@ -68,6 +71,8 @@ void pingpong(Endpoint& ep, BenchCq& cq, const std::vector<fi_addr_t>& addr, siz
         if (verify || i == total - 1) check(rbuf.data(), size, pong_seed(verify ? i : 0), "pong payload");
     }
     double secs = now_s() - t0;
+    rt.mark();
+    rt.report(g_tagged ? "pingpong_tagged" : "pingpong_msg");
     double lat_us = secs / (2.0 * (double)iters) * 1e6;
     print_result(g_opt.prov, g_tagged ? "pingpong_tagged" : "pingpong_msg", size, iters, lat_us,
                  (double)size / lat_us, 1.0 / lat_us);

@@ -1,7 +1,8 @@
 // ft_rawpp: the floor for pmeth. Two processes bounce raw Ethernet frames
 // through the same wire backend pmeth uses (AF_PACKET, mmap'ed rings, one
 // kick per frame), with no protocol at all: no reliability, no matching, no
-// checksum. Reports the half round trip (lat_us) per frame size.
+// checksum. Reports the half round trip (lat_us) per frame size (and its
+// spread with FT_PP_SPREAD=1, ft_bench.h).
 // With -m stream, the bandwidth floor instead: rank 1 sends messages of
 // `size` bytes cut into frames as full as the MTU allows, a window of 64
 // frames at a time (fewer where the ring is small) with a kick every 16,
@@ -107,8 +108,10 @@ void run(size_t size, long iters) {
     const long warm = iters / 10 + 1;
     barrier();
     double t0 = 0;
+    RoundTrips rt(iters);
     for (long i = 0; i < warm + iters; ++i) {
         if (i == warm) t0 = now_s();
+        if (i >= warm && rank() == 1) rt.mark();
         if (rank() == 1) {
             send_one();
             recv_one(i);
@@ -119,6 +122,8 @@ void run(size_t size, long iters) {
     }
     if (rank() == 1) {
         double lat_us = (now_s() - t0) / (2.0 * (double)iters) * 1e6;
+        rt.mark();
+        rt.report("raw pingpong");
         print_result("raw_af_packet", "pingpong", size, iters, lat_us, (double)size / lat_us, 1.0 / lat_us);
     }
 }

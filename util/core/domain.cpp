@@ -114,15 +114,19 @@ uint64_t Domain::next_timer_ns() const {
 void Domain::progress_locked() {
   uint64_t calls = progress_calls_.load(std::memory_order_relaxed) + 1;
   progress_calls_.store(calls, std::memory_order_relaxed);
-  // The helper's watch: a timer these calls push out (a system call at
-  // most every half interval; the clock read every kWatchCalls calls), so
-  // that it fires only after about an interval without calls, and the
-  // helper sleeps while they keep coming.
+  // The helper's watch: a timer these calls push out to two intervals
+  // ahead (a system call at most once per interval: each costs several
+  // microseconds in a virtual machine, where setting the CPU's timer exits
+  // to the host; the clock read every kWatchCalls calls), so that it fires
+  // one to two intervals after the last call, and the helper sleeps while
+  // they keep coming. The helper then learns from last_call_ns_ how long
+  // the calls have stopped.
   if (watch_fd_ >= 0 && calls % kWatchCalls == 0) {
     uint64_t now = now_ns();
-    if (now - pushed_ns_ >= interval_ns_ / 2) {
+    last_call_ns_.store(now, std::memory_order_relaxed);
+    if (now - pushed_ns_ >= interval_ns_) {
       pushed_ns_ = now;
-      set_watch(interval_ns_);
+      set_watch(2 * interval_ns_);
     }
   }
   for (Endpoint* ep : eps_) ep->progress();
@@ -384,11 +388,14 @@ void Domain::helper_loop() {
     uint64_t calls = progress_calls_.load(std::memory_order_relaxed), now = now_ns();
     wait_ns = interval_ns_;
     if (calls != seen) {
+      // Calls came since the last look: the last of them was about when
+      // they last read the clock (at most kWatchCalls - 1 calls later; with
+      // no timer, about now).
       seen = calls;
-      seen_ns = now;
-      continue;
+      seen_ns = watch_fd_ >= 0 ? std::max(seen_ns, std::min(now, last_call_ns_.load(std::memory_order_relaxed)))
+                               : now;
     }
-    if (now - seen_ns < interval_ns_) {  // woken early (a kick, the 1 s bound)
+    if (now - seen_ns < interval_ns_) {  // woken early (a kick, the 1 s bound), or the calls just stopped
       wait_ns = std::max<uint64_t>(interval_ns_ - (now - seen_ns), kMinSleepNs);
       continue;
     }

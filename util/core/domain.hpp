@@ -130,6 +130,9 @@ class Domain {
   // Written under the lock only (a plain increment, no locked instruction);
   // read by the helper without it.
   std::atomic<uint64_t> progress_calls_{0};
+  // When a progress call last read the clock (every kWatchCalls calls);
+  // written under the lock, read by the helper without it.
+  std::atomic<uint64_t> last_call_ns_{0};
   // Sleeping waiters (arm_devices); changed under the lock, read by the
   // helper without it.
   std::atomic<int> armed_{0};
@@ -149,8 +152,9 @@ class Domain {
   std::atomic<bool> helper_asleep_{false};
   int kick_fd_ = -1;       // eventfd: stop, or an operation posted while asleep
   // The helper's watch timer (timerfd; -1: it looks once per interval),
-  // pushed out by the application's progress calls (lock held): the time of
-  // the last push, and how many calls go between two looks at the clock.
+  // pushed out by the application's progress calls (lock held) to two
+  // intervals ahead, once per interval: the time of the last push, and how
+  // many calls go between two looks at the clock.
   int watch_fd_ = -1;
   uint64_t pushed_ns_ = 0;
   static constexpr uint64_t kWatchCalls = 16;
