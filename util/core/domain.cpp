@@ -119,11 +119,12 @@ void Domain::progress_locked() {
   // microseconds in a virtual machine, where setting the CPU's timer exits
   // to the host; the clock read every kWatchCalls calls), so that it fires
   // one to two intervals after the last call, and the helper sleeps while
-  // they keep coming. The helper then learns from last_call_ns_ how long
-  // the calls have stopped.
+  // they keep coming. The helper then learns from last_call_ns_ when the
+  // calls stopped, if the last call was the one that read the clock.
   if (watch_fd_ >= 0 && calls % kWatchCalls == 0) {
     uint64_t now = now_ns();
     last_call_ns_.store(now, std::memory_order_relaxed);
+    last_call_count_.store(calls, std::memory_order_release);
     if (now - pushed_ns_ >= interval_ns_) {
       pushed_ns_ = now;
       set_watch(2 * interval_ns_);
@@ -388,12 +389,14 @@ void Domain::helper_loop() {
     uint64_t calls = progress_calls_.load(std::memory_order_relaxed), now = now_ns();
     wait_ns = interval_ns_;
     if (calls != seen) {
-      // Calls came since the last look: the last of them was about when
-      // they last read the clock (at most kWatchCalls - 1 calls later; with
-      // no timer, about now).
+      // Calls came since the last look. If the last of them read the clock,
+      // that is when they stopped; else one may have come just now (an
+      // application calling less often than kWatchCalls per interval is
+      // never served between its calls).
       seen = calls;
-      seen_ns = watch_fd_ >= 0 ? std::max(seen_ns, std::min(now, last_call_ns_.load(std::memory_order_relaxed)))
-                               : now;
+      seen_ns = now;
+      if (watch_fd_ >= 0 && last_call_count_.load(std::memory_order_acquire) == calls)
+        seen_ns = std::min(now, last_call_ns_.load(std::memory_order_relaxed));
     }
     if (now - seen_ns < interval_ns_) {  // woken early (a kick, the 1 s bound), or the calls just stopped
       wait_ns = std::max<uint64_t>(interval_ns_ - (now - seen_ns), kMinSleepNs);

@@ -130,9 +130,11 @@ class Domain {
   // Written under the lock only (a plain increment, no locked instruction);
   // read by the helper without it.
   std::atomic<uint64_t> progress_calls_{0};
-  // When a progress call last read the clock (every kWatchCalls calls);
-  // written under the lock, read by the helper without it.
+  // When a progress call last read the clock (every kWatchCalls calls), and
+  // the call count then (stored after the time, with release); written
+  // under the lock, read by the helper without it.
   std::atomic<uint64_t> last_call_ns_{0};
+  std::atomic<uint64_t> last_call_count_{0};
   // Sleeping waiters (arm_devices); changed under the lock, read by the
   // helper without it.
   std::atomic<int> armed_{0};
