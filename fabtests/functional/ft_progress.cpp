@@ -36,6 +36,15 @@
 //                (AUTO: the thread insists on the lock, napping 50 us between
 //                tries). A thread that woke every interval (1 ms) to look
 //                would switch about 300 times.
+//   slow_poller  AUTO and then manual, progress interval 20 ms: an
+//                application that calls fi_cq_read only every 3 ms (fewer
+//                than 16 calls per interval, so its calls seldom read the
+//                clock) is never served by the progress thread between its
+//                calls: the endpoint statistics' helper_serves (its
+//                statistics page) does not grow during 1 s of such calls,
+//                but for each time the loops were away for a whole
+//                interval. Then (if it did not step in at all) 300 ms with
+//                no call: it does (helper_serves grows).
 //   no_alloc     manual progress, live statistics on (the default): after one
 //                exchange, 400 ms of fi_cq_read with nothing to read allocate
 //                nothing (every malloc, calloc, realloc and memalign of the
@@ -443,6 +452,92 @@ void case_quiet_helper() {
     });
 }
 
+// ------------------------------------------------------------ slow_poller
+// A counter of this process's statistics page (its only endpoint's):
+// `name` as the page names it ("endpoint.helper_serves").
+uint64_t page_counter(const char* name) {
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "%s%u-%d-", PMSTAT_PREFIX, (unsigned)getuid(), (int)getpid());
+    DIR* d = opendir(PMSTAT_DIR);
+    FT_CHECK(d, "opendir %s: %s", PMSTAT_DIR, strerror(errno));
+    int found = 0;
+    uint64_t v = 0;
+    while (dirent* e = readdir(d)) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
+        std::string path = std::string(PMSTAT_DIR) + "/" + e->d_name;
+        int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        pmstat_page page;
+        if (pread(fd, &page, sizeof page, 0) == (ssize_t)sizeof page && page.magic == PMSTAT_MAGIC)
+            for (uint32_t i = 0; i < page.ncounters && i < PMSTAT_MAX_COUNTERS; i++)
+                if (strncmp(page.counters[i].name, name, PMSTAT_NAME_LEN) == 0) {
+                    v = page.counters[i].value;
+                    found++;
+                }
+        close(fd);
+    }
+    closedir(d);
+    FT_CHECK(found == 1, "%d statistics pages of this process in %s have %s (one expected)", found, PMSTAT_DIR,
+             name);
+    return v;
+}
+
+// Calls fi_cq_read (nothing to read) for `s` seconds, one call every
+// `every` seconds (0: back to back); returns how many times two calls were
+// over `gap` seconds apart (the loop itself away).
+long calls_for(Endpoint& ep, double s, double every, double gap) {
+    fi_cq_tagged_entry raw[8];
+    long away = 0;
+    const double t0 = now_s();
+    double prev = t0;
+    for (double t = t0; t - t0 < s;) {
+        ssize_t n = fi_cq_read(ep.cq, raw, 8);
+        FT_CHECK(n == -FI_EAGAIN, "fi_cq_read with nothing to read returned %zd (%s)", n, errstr(n));
+        const double called = now_s();
+        if (called - prev > gap) ++away;
+        prev = called;
+        while ((t = now_s()) - called < every) {
+        }
+    }
+    return away;
+}
+
+void case_slow_poller() {
+    // An interval of 20 ms (read when the domain starts its thread): a loop
+    // away that long is rare, and a call every 3 ms is 16 calls in 48 ms,
+    // more than the two intervals the calls push the thread's timer ahead.
+    setenv("FI_PMETH_PROGRESS_INTERVAL_US", "20000", 1);
+    setenv("FI_PMSHM_PROGRESS_INTERVAL_US", "20000", 1);
+    each_progress_model(11, 0x510, [](Endpoint& ep, fi_progress p) {
+        const char* kServes = "endpoint.helper_serves";
+        const double gap = 0.02;
+        // Quick calls for 1.2 s: a thread that stepped in before (during the
+        // set-up's waits) is back to watching (it sleeps 1 s at most while
+        // serving with nothing to do), and the page is published (every
+        // 100 ms) with the count as it is while the application calls.
+        long away = calls_for(ep, 1.2, 0, gap);
+        const uint64_t s0 = page_counter(kServes);
+        away += calls_for(ep, 1.0, 0.003, gap);
+        away += calls_for(ep, 0.25, 0, gap);
+        const uint64_t s1 = page_counter(kServes);
+        info("%s progress: a call every 3 ms for 1 s (interval 20 ms): the progress thread stepped in %" PRIu64
+             " times (allowed %ld: the loops away for over 20 ms)", prog_name(p), s1 - s0, away);
+        FT_CHECK(s1 - s0 <= (uint64_t)away, "%s progress: the progress thread stepped in %" PRIu64
+                 " times while the application called fi_cq_read every 3 ms (interval 20 ms; allowed %ld)",
+                 prog_name(p), s1 - s0, away);
+        // The count can grow (the test can fail): the thread, watching since
+        // the quick calls unless it stepped in above, steps in during 300 ms
+        // without a call (20-60 ms on a quiet machine; each of its wake-ups
+        // waits for a CPU when ctest runs busy pollers beside it).
+        if (s1 != s0) return;
+        usleep(300000);
+        calls_for(ep, 0.25, 0, gap);
+        const uint64_t s2 = page_counter(kServes);
+        FT_CHECK(s2 > s1, "%s progress: the progress thread did not step in during 300 ms without a call "
+                 "(helper_serves %" PRIu64 ")", prog_name(p), s2);
+    });
+}
+
 // --------------------------------------------------------------- no_alloc
 // The number of publications of this process's statistics pages (the sum
 // over its pages in PMSTAT_DIR; one per endpoint).
@@ -499,6 +594,7 @@ int main(int argc, char** argv) {
                         {"busy_lock", 2, [] { case_target_away(Away::kBusyLock); }},
                         {"idle_cpu", 2, case_idle_cpu},
                         {"quiet_helper", 2, case_quiet_helper},
+                        {"slow_poller", 2, case_slow_poller},
                         {"no_alloc", 2, case_no_alloc},
                     });
 }

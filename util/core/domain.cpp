@@ -406,6 +406,7 @@ void Domain::helper_loop() {
     // fi_cntr_wait is in libfabric and progresses on arrivals itself.
     if (!auto_ && armed_.load(std::memory_order_relaxed) > 0) continue;
     if (!helper_lock(auto_, seen)) continue;
+    serves_.fetch_add(1, std::memory_order_relaxed);
     // Serving: a whole interval without a progress call. The devices stay
     // armed while serving (a peer's packet then fires our wait fd), and
     // each round runs progress, then sleeps until something arrives, a

@@ -54,6 +54,9 @@ class Domain {
   // as the application's progress: the helper stays out of the way while
   // these calls keep coming.
   void progress_locked();
+  // How many times the progress thread stepped in (an interval without a
+  // progress call), for the endpoint statistics.
+  uint64_t helper_serves() const noexcept { return serves_.load(std::memory_order_relaxed); }
   // Whether the application asked for FI_PROGRESS_AUTO (control or data).
   bool auto_progress() const { return auto_; }
 
@@ -135,6 +138,8 @@ class Domain {
   // under the lock, read by the helper without it.
   std::atomic<uint64_t> last_call_ns_{0};
   std::atomic<uint64_t> last_call_count_{0};
+  // Times the helper stepped in (statistics: helper_serves).
+  std::atomic<uint64_t> serves_{0};
   // Sleeping waiters (arm_devices); changed under the lock, read by the
   // helper without it.
   std::atomic<int> armed_{0};

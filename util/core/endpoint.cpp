@@ -150,12 +150,13 @@ int Endpoint::enable() {
 }
 
 void Endpoint::append_endpoint_stats(std::string& out) const {
-  char buf[256];
+  char buf[320];  // 136 characters of text and 8 values of at most 20 digits
   int n = snprintf(buf, sizeof buf,
            "endpoint: bad_packets=%llu unexp_bytes=%zu unexp_peak=%zu unexp_cap=%zu unexp_stalls=%llu "
-           "shared_copies=%llu rndv_hints=%llu",
+           "shared_copies=%llu rndv_hints=%llu helper_serves=%llu",
            (unsigned long long)bad_packets_, unexp_bytes_, unexp_peak_, unexp_cap_,
-           (unsigned long long)unexp_stalls_, (unsigned long long)helped_, (unsigned long long)rndv_hints_);
+           (unsigned long long)unexp_stalls_, (unsigned long long)helped_, (unsigned long long)rndv_hints_,
+           (unsigned long long)dom_.helper_serves());
   out.append(buf, size_t(std::clamp(n, 0, int(sizeof buf) - 1)));
 }
 
