@@ -26,10 +26,6 @@ RoundTrips::RoundTrips(long iters) {
     }
 }
 
-void RoundTrips::mark() {
-    if (on_) t_.push_back(now_s());
-}
-
 void RoundTrips::report(const char* what) const {
     if (!on_ || t_.size() < 2) return;
     std::vector<double> d;
@@ -51,8 +47,7 @@ void RoundTrips::report(const char* what) const {
     for (double e : edges) {
         size_t c = 0;
         double add = 0;
-        for (; i < d.size() && d[i] < e; ++i, ++c)
-            if (d[i] >= lo) add += d[i] - med;
+        for (; i < d.size() && d[i] < e; ++i, ++c) add += d[i] - med;  // (sorted: d[i] >= lo)
         std::fprintf(stderr, " %g-%g: %zu, %.3f;", lo, e, c, add / n);
         lo = e;
     }

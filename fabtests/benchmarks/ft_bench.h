@@ -24,12 +24,15 @@ long bench_iters(long normal, long short_iters);
 class RoundTrips {
 public:
     explicit RoundTrips(long iters);
-    void mark();  // call once per round trip, at its start (and once after the last)
+    void mark() {  // once per round trip, at its start (and once after the last)
+        if (on_) t_.push_back(now_s());
+    }
     void report(const char* what) const;
 private:
     bool on_ = false;
     std::vector<double> t_;
 };
+
 // -S if given, else the defaults.
 std::vector<size_t> bench_sizes(const std::vector<size_t>& defaults);
 inline bool verify_mode() { return g_opt.verbose; }  // -v verifies every payload
