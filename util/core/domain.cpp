@@ -406,6 +406,14 @@ void Domain::helper_loop() {
     // fi_cntr_wait is in libfabric and progresses on arrivals itself.
     if (!auto_ && armed_.load(std::memory_order_relaxed) > 0) continue;
     if (!helper_lock(auto_, seen)) continue;
+    // The count again, exact under the lock (the calls increment it there):
+    // a call that came between the look and the lock keeps the thread out.
+    if (uint64_t c = progress_calls_.load(std::memory_order_relaxed); c != seen) {
+      mu_.unlock();
+      seen = c;
+      seen_ns = now_ns();
+      continue;
+    }
     serves_.fetch_add(1, std::memory_order_relaxed);
     // Serving: a whole interval without a progress call. The devices stay
     // armed while serving (a peer's packet then fires our wait fd), and

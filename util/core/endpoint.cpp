@@ -150,7 +150,7 @@ int Endpoint::enable() {
 }
 
 void Endpoint::append_endpoint_stats(std::string& out) const {
-  char buf[320];  // 136 characters of text and 8 values of at most 20 digits
+  char buf[320];  // 114 characters of text and 8 values of at most 20 digits
   int n = snprintf(buf, sizeof buf,
            "endpoint: bad_packets=%llu unexp_bytes=%zu unexp_peak=%zu unexp_cap=%zu unexp_stalls=%llu "
            "shared_copies=%llu rndv_hints=%llu helper_serves=%llu",
