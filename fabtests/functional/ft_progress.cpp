@@ -468,30 +468,38 @@ bool read_page(int fd, pmstat_page* page) {
     return false;
 }
 
-// A counter of this process's statistics page (its only endpoint's):
-// `name` as the page names it ("endpoint.helper_serves").
-uint64_t page_counter(const char* name) {
+// Calls f(page) for each of this process's statistics pages in PMSTAT_DIR
+// (one per endpoint) that reads consistently.
+template <class F>
+void for_each_page(F f) {
     char prefix[64];
     snprintf(prefix, sizeof prefix, "%s%u-%d-", PMSTAT_PREFIX, (unsigned)getuid(), (int)getpid());
     DIR* d = opendir(PMSTAT_DIR);
     FT_CHECK(d, "opendir %s: %s", PMSTAT_DIR, strerror(errno));
-    int found = 0;
-    uint64_t v = 0;
     while (dirent* e = readdir(d)) {
         if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
         std::string path = std::string(PMSTAT_DIR) + "/" + e->d_name;
         int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
         if (fd < 0) continue;
         pmstat_page page;
-        if (read_page(fd, &page))
-            for (uint32_t i = 0; i < page.ncounters && i < PMSTAT_MAX_COUNTERS; i++)
-                if (strncmp(page.counters[i].name, name, PMSTAT_NAME_LEN) == 0) {
-                    v = page.counters[i].value;
-                    found++;
-                }
+        if (read_page(fd, &page)) f(page);
         close(fd);
     }
     closedir(d);
+}
+
+// A counter of this process's statistics page (its only endpoint's):
+// `name` as the page names it ("endpoint.helper_serves").
+uint64_t page_counter(const char* name) {
+    int found = 0;
+    uint64_t v = 0;
+    for_each_page([&](const pmstat_page& page) {
+        for (uint32_t i = 0; i < page.ncounters && i < PMSTAT_MAX_COUNTERS; i++)
+            if (strncmp(page.counters[i].name, name, PMSTAT_NAME_LEN) == 0) {
+                v = page.counters[i].value;
+                found++;
+            }
+    });
     FT_CHECK(found == 1, "%d statistics pages of this process in %s have %s (one expected)", found, PMSTAT_DIR,
              name);
     return v;
@@ -563,25 +571,12 @@ void case_slow_poller() {
 // The number of publications of this process's statistics pages (the sum
 // over its pages in PMSTAT_DIR; one per endpoint).
 uint64_t page_updates() {
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "%s%u-%d-", PMSTAT_PREFIX, (unsigned)getuid(), (int)getpid());
     uint64_t sum = 0;
-    DIR* d = opendir(PMSTAT_DIR);
-    FT_CHECK(d, "opendir %s: %s", PMSTAT_DIR, strerror(errno));
     int pages = 0;
-    while (dirent* e = readdir(d)) {
-        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
-        std::string path = std::string(PMSTAT_DIR) + "/" + e->d_name;
-        int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) continue;
-        pmstat_page page;
-        if (read_page(fd, &page)) {
-            sum += page.updates;
-            pages++;
-        }
-        close(fd);
-    }
-    closedir(d);
+    for_each_page([&](const pmstat_page& page) {
+        sum += page.updates;
+        pages++;
+    });
     FT_CHECK(pages > 0, "no statistics page of this process in %s (live statistics are on by default)", PMSTAT_DIR);
     return sum;
 }
