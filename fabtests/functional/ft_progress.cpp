@@ -45,6 +45,17 @@
 //                but for each time two calls were a whole interval apart.
 //                Then (if it did not step in at all) 300 ms with no call:
 //                it does (helper_serves grows).
+//   watch_on_tick AUTO and then manual: while the application polls its CQ,
+//                the progress thread's watch timer (the process's timerfd)
+//                is set by the polling calls as an absolute time on the
+//                kernel's tick (a multiple of the coarse clock's resolution):
+//                read from /proc/self/fdinfo after each 20 ms of polling (up
+//                to 100 times, until three showed TFD_TIMER_ABSTIME), it shows
+//                TFD_TIMER_ABSTIME at least once, and every absolute
+//                setting's expiry lies on a tick (within the time the read
+//                took, plus 20 us). Set off the tick, a push made the
+//                CPU's timer interrupt come earlier than the tick's, which a
+//                virtual machine pays with an exit to the host.
 //   no_alloc     manual progress, live statistics on (the default): after one
 //                exchange, 400 ms of fi_cq_read with nothing to read allocate
 //                nothing (every malloc, calloc, realloc and memalign of the
@@ -56,6 +67,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -66,6 +78,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "pmfabric/pmstat.h"
 
@@ -581,6 +594,101 @@ uint64_t page_updates() {
     return sum;
 }
 
+// ---------------------------------------------------------- watch_on_tick
+struct TimerfdState {
+    bool abs = false;      // settime flags: TFD_TIMER_ABSTIME
+    uint64_t left_ns = 0;  // it_value: time to expiry (0: disarmed)
+    uint64_t t0 = 0, t1 = 0;  // CLOCK_MONOTONIC before and after the read
+};
+
+uint64_t mono_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+// The fds of this process's timerfds (its progress threads' watch timers).
+std::vector<int> timerfd_fds() {
+    std::vector<int> out;
+    DIR* d = opendir("/proc/self/fd");
+    FT_CHECK(d, "opendir /proc/self/fd: %s", strerror(errno));
+    while (dirent* e = readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        char link[64] = {};
+        std::string path = std::string("/proc/self/fd/") + e->d_name;
+        if (readlink(path.c_str(), link, sizeof link - 1) > 0 && strcmp(link, "anon_inode:[timerfd]") == 0)
+            out.push_back(atoi(e->d_name));
+    }
+    closedir(d);
+    return out;
+}
+
+// One timerfd's setting, from /proc/self/fdinfo (opened before the clock is
+// read, so that the read alone lies between t0 and t1).
+bool read_timerfd(int fd, TimerfdState* t) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
+    int f = open(path, O_RDONLY | O_CLOEXEC);
+    if (f < 0) return false;
+    t->t0 = mono_ns();
+    ssize_t n = read(f, buf, sizeof buf - 1);
+    t->t1 = mono_ns();
+    close(f);
+    if (n <= 0) return false;
+    buf[n] = 0;
+    unsigned flags = 0;
+    long long sec = 0, nsec = 0;
+    const char* fl = strstr(buf, "settime flags:");
+    const char* iv = strstr(buf, "it_value:");
+    if (!fl || !iv || sscanf(fl, "settime flags: %o", &flags) != 1 || sscanf(iv, "it_value: (%lld, %lld)", &sec, &nsec) != 2)
+        return false;
+    t->abs = flags & 1;
+    t->left_ns = uint64_t(sec * 1000000000LL + nsec);
+    return true;
+}
+
+void case_watch_on_tick() {
+    timespec res{};
+    FT_CHECK(clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0, "clock_getres: %s", strerror(errno));
+    const uint64_t tick = uint64_t(res.tv_sec) * 1000000000ull + uint64_t(res.tv_nsec);
+    FT_CHECK(tick >= 100000 && tick <= 20000000, "the coarse clock's resolution (the tick) is %" PRIu64 " ns",
+             tick);
+    each_progress_model(9, 0x71C, [tick](Endpoint& ep, fi_progress p) {
+        const std::vector<int> fds = timerfd_fds();
+        FT_CHECK(!fds.empty(), "no timerfd in this process (the progress thread's watch)");
+        // Up to 100 looks, until 3 absolute settings were seen: on a loaded
+        // machine the application is descheduled now and then, the thread
+        // steps in, and its own (relative) setting stands until the next
+        // push, up to an interval later.
+        int abs_seen = 0, looks = 0;
+        for (int i = 0; i < 100 && abs_seen < 3; i++) {
+            poll_empty(ep, 0.02);  // the calls push the watch (once per interval)
+            for (int fd : fds) {
+                TimerfdState t;
+                if (!read_timerfd(fd, &t)) continue;
+                looks++;
+                if (!t.abs || !t.left_ns) {
+                    info("%s progress: timerfd %d relative or disarmed (%" PRIu64 " ns left)", prog_name(p), fd,
+                         t.left_ns);
+                    continue;
+                }
+                abs_seen++;
+                // The expiry lies in [t0 + left, t1 + left]: a multiple of the tick in there (or close).
+                const uint64_t lo = t.t0 + t.left_ns, hi = t.t1 + t.left_ns, slack = 20000;
+                const uint64_t m = (hi + slack) / tick * tick;
+                info("%s progress: watch expires %" PRIu64 "..%" PRIu64 " ns (the tick: %" PRIu64 " ns; %" PRId64
+                     " ns from the nearest below)", prog_name(p), lo, hi, tick, int64_t(lo - m));
+                FT_CHECK(m + slack >= lo, "%s progress: the watch timer expires at %" PRIu64 "..%" PRIu64
+                         " ns, not on the kernel's tick (%" PRIu64 " ns; the nearest below %" PRIu64 ")", prog_name(p),
+                         lo, hi, tick, m);
+            }
+        }
+        FT_CHECK(looks > 0, "%s progress: no timerfd could be read from /proc/self/fdinfo", prog_name(p));
+        FT_CHECK(abs_seen > 0, "%s progress: the watch timer was never set to an absolute time while the "
+                 "application polled (%d looks)", prog_name(p), looks);
+    });
+}
+
 void case_no_alloc() {
     FT_CHECK(FT_COUNT_ALLOCS, "no_alloc: not in a sanitizer build (its allocator replaces malloc)");
     Endpoint ep;
@@ -611,6 +719,7 @@ int main(int argc, char** argv) {
                         {"idle_cpu", 2, case_idle_cpu},
                         {"quiet_helper", 2, case_quiet_helper},
                         {"slow_poller", 2, case_slow_poller},
+                        {"watch_on_tick", 2, case_watch_on_tick},
                         {"no_alloc", 2, case_no_alloc},
                     });
 }

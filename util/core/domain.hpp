@@ -160,12 +160,14 @@ class Domain {
   int kick_fd_ = -1;       // eventfd: stop, or an operation posted while asleep
   // The helper's watch timer (timerfd; -1: it looks once per interval),
   // pushed out by the application's progress calls (lock held) to two
-  // intervals ahead, once per interval: the time of the last push, and how
-  // many calls go between two looks at the clock.
+  // intervals ahead (on the kernel's tick), once per interval: the time of
+  // the last push, and how many calls go between two looks at the clock.
   int watch_fd_ = -1;
   uint64_t pushed_ns_ = 0;
   static constexpr uint64_t kWatchCalls = 16;
-  void set_watch(uint64_t ns) noexcept;
+  void set_watch(uint64_t ns) noexcept;    // ns from now (the helper)
+  void push_watch(uint64_t at) noexcept;   // at the first tick from `at` (now_ns's clock) on (the calls)
+  std::atomic<uint64_t> watch_at_{0};      // what the last push set, 0 once the helper set it since
   void drop_watch() noexcept {  // no helper to watch for
     if (watch_fd_ >= 0) ::close(watch_fd_);
     watch_fd_ = -1;
