@@ -114,16 +114,13 @@ uint64_t Domain::next_timer_ns() const {
 void Domain::progress_locked() {
   uint64_t calls = progress_calls_.load(std::memory_order_relaxed) + 1;
   progress_calls_.store(calls, std::memory_order_relaxed);
-  // The helper's watch: a timer these calls push out to two intervals
-  // ahead, rounded up to the kernel's tick (a system call at most once per
-  // interval; the clock read every kWatchCalls calls), so that it fires one
-  // interval to two intervals and a tick after the last call, and the
-  // helper sleeps while they keep coming. The helper then learns from
-  // last_call_ns_ when the calls stopped, if the last call was the one that
-  // read the clock. On the tick: the CPU's timer is then never set by a
-  // push while the tick runs (the tick comes first, or at the same time),
-  // and setting it is what costs, in a virtual machine an exit to the host
-  // (5-15 us of stall per push before).
+  // The helper's watch: a timer these calls push out to about two
+  // intervals ahead, on the kernel's tick (push_watch; a system call at
+  // most once per interval; the clock read every kWatchCalls calls), so
+  // that it fires one to two intervals after the last call (up to a tick
+  // later where the interval is under two ticks), and the helper sleeps
+  // while they keep coming. The helper then learns from last_call_ns_ when
+  // the calls stopped, if the last call was the one that read the clock.
   if (watch_fd_ >= 0 && calls % kWatchCalls == 0) {
     uint64_t now = now_ns();
     last_call_ns_.store(now, std::memory_order_relaxed);
@@ -141,14 +138,15 @@ void Domain::set_watch(uint64_t ns) noexcept {
   it.it_value.tv_sec = time_t(ns / 1000000000ull);
   it.it_value.tv_nsec = long(ns % 1000000000ull);
   (void)timerfd_settime(watch_fd_, 0, &it, nullptr);
-  // After the setting: the calls' next push sets the timer again (one
-  // that raced with this one and lost is made again by the next).
+  // After the setting: the calls' next push sets the timer again (a push
+  // that raced with this and skipped costs at most one more wake-up).
   watch_at_.store(0, std::memory_order_relaxed);
 }
 
 // The kernel's tick: the resolution of the coarse clock (a jiffy; the
-// ticks of a busy CPU come at its multiples). 0 where it is not a plausible
-// tick (then pushes are not rounded).
+// ticks of a busy CPU come at its multiples, where the kernel aligns them:
+// Linux 5.11 and later, without skew_tick or nohz_full). 0 where it is not
+// a plausible tick (then pushes are not rounded).
 static uint64_t kernel_tick_ns() noexcept {
   timespec r{};
   if (clock_getres(CLOCK_MONOTONIC_COARSE, &r) != 0 || r.tv_sec != 0) return 0;
@@ -156,10 +154,17 @@ static uint64_t kernel_tick_ns() noexcept {
   return t >= 100000 && t <= 20000000 ? t : 0;
 }
 
+// Sets the watch to `at` moved onto a tick: down when the interval is two
+// ticks or more (then still 1.5 intervals or more after the push, later
+// than the next push), else up (up to a tick later). On the tick, the
+// timer never fires before the CPU's own tick while that runs, so the
+// kernel does not reprogram the CPU's timer for a push: in a virtual
+// machine that is an exit to the host (a stall of 5-15 us per push here,
+// once per interval in each process). A push that changes nothing makes
+// no system call.
 void Domain::push_watch(uint64_t at) noexcept {
-  static const uint64_t tick = kernel_tick_ns();
-  if (tick) at = (at + tick - 1) / tick * tick;
-  // Already so (pushes come once per interval, ticks are longer): no call.
+  if (tick_ns_ && 2 * tick_ns_ <= interval_ns_) at = at / tick_ns_ * tick_ns_;
+  else if (tick_ns_) at = (at + tick_ns_ - 1) / tick_ns_ * tick_ns_;
   if (at == watch_at_.load(std::memory_order_relaxed)) return;
   watch_at_.store(at, std::memory_order_relaxed);
   itimerspec it{};
@@ -253,6 +258,8 @@ int Domain::start_helper() {
   long long us = g_params.get_int("progress_interval_us");
   if (us <= 0) return auto_ ? -FI_EOPNOTSUPP : 0;
   interval_ns_ = uint64_t(std::min(us, 3600LL * 1000000)) * 1000;  // at most an hour
+  static const uint64_t tick = kernel_tick_ns();
+  tick_ns_ = tick;
   timers_ns_ = std::max<uint64_t>(uint64_t(std::max(0LL, g_params.get_int("peer_timeout_ms"))) * 250000ull,
                                   interval_ns_);
   helper_cpu_ = int(g_params.get_int("progress_cpu"));

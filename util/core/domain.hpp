@@ -168,9 +168,12 @@ class Domain {
   void set_watch(uint64_t ns) noexcept;    // ns from now (the helper)
   void push_watch(uint64_t at) noexcept;   // at the first tick from `at` (now_ns's clock) on (the calls)
   std::atomic<uint64_t> watch_at_{0};      // what the last push set, 0 once the helper set it since
+  uint64_t tick_ns_ = 0;                   // the kernel's tick (0: pushes not rounded)
   void drop_watch() noexcept {  // no helper to watch for
     if (watch_fd_ >= 0) ::close(watch_fd_);
     watch_fd_ = -1;
+    watch_at_.store(0, std::memory_order_relaxed);
+    pushed_ns_ = 0;
   }
   uint64_t interval_ns_ = 1000000;
   uint64_t timers_ns_ = 250000000;  // operations waiting on peers: liveness checks

@@ -323,7 +323,8 @@ const ParamSpec kCoreParams[] = {
      "1"},
     {"progress_interval_us", T::kInt,
      "the progress thread's period: an application that makes no progress call for this long gets "
-     "progress from the thread; also the worst-case delay of FI_PROGRESS_AUTO progress for work that "
+     "progress from the thread (within one to two intervals; up to a kernel tick more with an interval "
+     "under two ticks); also the worst-case delay of FI_PROGRESS_AUTO progress for work that "
      "waits for room (arrivals wake the thread at once). 0: no thread",
      "1000"},
     {"close_timeout_ms", T::kInt,
