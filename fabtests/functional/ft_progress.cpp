@@ -641,7 +641,8 @@ bool read_timerfd(int fd, TimerfdState* t) {
     long long sec = 0, nsec = 0;
     const char* fl = strstr(buf, "settime flags:");
     const char* iv = strstr(buf, "it_value:");
-    if (!fl || !iv || sscanf(fl, "settime flags: %o", &flags) != 1 || sscanf(iv, "it_value: (%lld, %lld)", &sec, &nsec) != 2)
+    if (!fl || !iv || sscanf(fl, "settime flags: %o", &flags) != 1 ||
+        sscanf(iv, "it_value: (%lld, %lld)", &sec, &nsec) != 2)
         return false;
     t->abs = flags & 1;
     t->left_ns = uint64_t(sec * 1000000000LL + nsec);

@@ -166,7 +166,7 @@ class Domain {
   uint64_t pushed_ns_ = 0;
   static constexpr uint64_t kWatchCalls = 16;
   void set_watch(uint64_t ns) noexcept;    // ns from now (the helper)
-  void push_watch(uint64_t at) noexcept;   // at the first tick from `at` (now_ns's clock) on (the calls)
+  void push_watch(uint64_t at) noexcept;   // near `at` (now_ns's clock), on a tick (the calls)
   std::atomic<uint64_t> watch_at_{0};      // what the last push set, 0 once the helper set it since
   uint64_t tick_ns_ = 0;                   // the kernel's tick (0: pushes not rounded)
   void drop_watch() noexcept {  // no helper to watch for
