@@ -133,11 +133,17 @@ void Domain::progress_locked() {
   for (Endpoint* ep : eps_) ep->progress();
 }
 
-void Domain::set_watch(uint64_t ns) noexcept {
+// The watch timer to `ns` (from now, or with TFD_TIMER_ABSTIME on the
+// clock's time).
+void Domain::arm_watch(uint64_t ns, int flags) noexcept {
   itimerspec it{};
   it.it_value.tv_sec = time_t(ns / 1000000000ull);
   it.it_value.tv_nsec = long(ns % 1000000000ull);
-  (void)timerfd_settime(watch_fd_, 0, &it, nullptr);
+  (void)timerfd_settime(watch_fd_, flags, &it, nullptr);
+}
+
+void Domain::set_watch(uint64_t ns) noexcept {
+  arm_watch(ns, 0);
   // After the setting: the calls' next push sets the timer again (a push
   // that raced with this and skipped costs at most one more wake-up).
   watch_at_.store(0, std::memory_order_relaxed);
@@ -163,14 +169,10 @@ static uint64_t kernel_tick_ns() noexcept {
 // once per interval in each process). A push that changes nothing makes
 // no system call.
 void Domain::push_watch(uint64_t at) noexcept {
-  if (tick_ns_ && 2 * tick_ns_ <= interval_ns_) at = at / tick_ns_ * tick_ns_;
-  else if (tick_ns_) at = (at + tick_ns_ - 1) / tick_ns_ * tick_ns_;
+  if (tick_ns_) at = (2 * tick_ns_ <= interval_ns_ ? at : at + tick_ns_ - 1) / tick_ns_ * tick_ns_;
   if (at == watch_at_.load(std::memory_order_relaxed)) return;
   watch_at_.store(at, std::memory_order_relaxed);
-  itimerspec it{};
-  it.it_value.tv_sec = time_t(at / 1000000000ull);
-  it.it_value.tv_nsec = long(at % 1000000000ull);
-  (void)timerfd_settime(watch_fd_, TFD_TIMER_ABSTIME, &it, nullptr);
+  arm_watch(at, TFD_TIMER_ABSTIME);
 }
 
 // ----------------------------------------------------------------- helper

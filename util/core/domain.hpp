@@ -165,6 +165,7 @@ class Domain {
   int watch_fd_ = -1;
   uint64_t pushed_ns_ = 0;
   static constexpr uint64_t kWatchCalls = 16;
+  void arm_watch(uint64_t ns, int flags) noexcept;
   void set_watch(uint64_t ns) noexcept;    // ns from now (the helper)
   void push_watch(uint64_t at) noexcept;   // near `at` (now_ns's clock), on a tick (the calls)
   std::atomic<uint64_t> watch_at_{0};      // what the last push set, 0 once the helper set it since
