@@ -13,7 +13,7 @@ using namespace ft;
 
 namespace {
 
-constexpr uint32_t kReady = 0xC1EA01u, kCounted = 0xC1EA02u;
+constexpr uint32_t kReady = 0xC1EA01u;
 
 std::string prefix() { return g_opt.mode.empty() ? "pmshm_" : g_opt.mode; }
 

@@ -101,7 +101,10 @@ class CompositeDevice final : public Device {
     eth_->tick();
     eth_skip_ = 0;  // the timers' turn: visit Ethernet on the next poll
   }
-  bool close_drained() noexcept override { return shm_->close_drained() & eth_->close_drained(); }
+  bool close_drained() noexcept override {
+    bool shm = shm_->close_drained(), eth = eth_->close_drained();  // both asked, always (each drains)
+    return shm && eth;
+  }
   uint64_t next_timer_ns() const noexcept override { return eth_->next_timer_ns(); }
   void arm_wait(bool armed) noexcept override {
     shm_->arm_wait(armed);

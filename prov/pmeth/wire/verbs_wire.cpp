@@ -87,7 +87,7 @@ class VerbsWire final : public Wire {
       return -FI_ENOMEM;
     }
     pd_ = ibv_alloc_pd(ctx_);
-    mr_ = pd_ ? ibv_reg_mr(pd_, buf_, len, IBV_ACCESS_LOCAL_WRITE) : nullptr;
+    mr_ = pd_ ? ibv_reg_mr(pd_, buf_, len, int(IBV_ACCESS_LOCAL_WRITE)) : nullptr;
     chan_ = ibv_create_comp_channel(ctx_);
     rcq_ = chan_ ? ibv_create_cq(ctx_, int(rc.rx_slots), nullptr, chan_, 0) : nullptr;
     scq_ = ibv_create_cq(ctx_, int(rc.tx_slots), nullptr, nullptr, 0);
