@@ -19,6 +19,15 @@
 //            and random bytes. Every payload must still arrive exactly once,
 //            no session may be reset, and rank 0's statistics must show the
 //            forgeries dropped.
+//  listen    two namespaces, GSO mode: while rank 0 sends rank 1 verified
+//            64 KiB messages (their frames in UDP/IPv4 packets), UDP sockets
+//            on rank 1's host bound to pmeth's port (one of them also joined,
+//            on every interface, to the multicast group the packets are
+//            addressed to) must get nothing, and that host's IP stack must
+//            not have taken the packets as broadcast (its route counter
+//            in_brd). Rank 0's statistics must show the frames went in GSO
+//            packets. Anyone may bind such a socket: before, every packet
+//            reached it.
 //  auth      run with FT_AUTH_KEY=<k0>,<k1> (the key given in fi_getinfo
 //            hints): equal keys talk; different keys must not: rank 0's
 //            send fails with an error completion and rank 1 gets nothing.
@@ -441,6 +450,123 @@ void case_inject() {
     }
 }
 
+// The kernel's count of received packets routed as broadcast, all cpus
+// (/proc/net/stat/rt_cache, hexadecimal columns); -1 where it cannot be read.
+long long in_brd_count() {
+    FILE* f = std::fopen("/proc/net/stat/rt_cache", "r");
+    if (!f) return -1;
+    char line[1024];
+    int col = -1;
+    long long sum = 0;
+    if (std::fgets(line, sizeof line, f)) {
+        int i = 0;
+        for (char* t = std::strtok(line, " \t\n"); t; t = std::strtok(nullptr, " \t\n"), i++)
+            if (std::strcmp(t, "in_brd") == 0) col = i;
+    }
+    while (col >= 0 && std::fgets(line, sizeof line, f)) {
+        int i = 0;
+        for (char* t = std::strtok(line, " \t\n"); t; t = std::strtok(nullptr, " \t\n"), i++)
+            if (i == col) sum += std::strtoll(t, nullptr, 16);
+    }
+    std::fclose(f);
+    return col >= 0 ? sum : -1;
+}
+
+// A UDP socket on `port`, any address; with `group`, also joined to that
+// group on every interface but lo.
+int udp_listener(uint16_t port, const char* group) {
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+    FT_CHECK(fd >= 0, "socket: %s", std::strerror(errno));
+    int one = 1;
+    FT_CHECK(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0, "SO_REUSEADDR: %s",
+             std::strerror(errno));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    FT_CHECK(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0, "bind to UDP port %u: %s", port,
+             std::strerror(errno));
+    if (!group) return fd;
+    int joined = 0;
+    if (struct if_nameindex* ifs = if_nameindex()) {
+        for (auto* i = ifs; i->if_index; i++) {
+            if (std::strcmp(i->if_name, "lo") == 0) continue;
+            ip_mreqn m{};
+            inet_pton(AF_INET, group, &m.imr_multiaddr);
+            m.imr_ifindex = int(i->if_index);
+            FT_CHECK(setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m) == 0, "joining %s on %s: %s",
+                     group, i->if_name, std::strerror(errno));
+            joined++;
+        }
+        if_freenameindex(ifs);
+    }
+    FT_CHECK(joined > 0, "no interface to join %s on", group);
+    return fd;
+}
+
+size_t drain_datagrams(int fd) {
+    std::vector<uint8_t> b(70000);
+    size_t n = 0;
+    while (recv(fd, b.data(), b.size(), MSG_DONTWAIT) >= 0) n++;
+    return n;
+}
+
+void case_listen() {
+    FT_CHECK(gso_mode(), "run with pmeth's GSO mode (FI_PMETH_GSO unset or 1)");
+    const char* et = std::getenv("FI_PMETH_ETHERTYPE");
+    uint16_t port = uint16_t(et ? std::strtoul(et, nullptr, 0) : 0x88b5);
+    // The group PacketWire's GSO packets are addressed to (kGsoGroup).
+    const char* group = "239.255.136.181";
+    int any = -1, member = -1;
+    long long brd0 = -1;
+    if (rank() == 1) {
+        any = udp_listener(port, nullptr);
+        member = udp_listener(port, group);
+        brd0 = in_brd_count();
+    }
+    auto ep = std::make_unique<Endpoint>();
+    auto addr = connect_all(*ep);
+    const int n = 128;
+    const size_t len = 65536;
+    for (int i = 0; i < n; ++i) {
+        uint64_t tag = 0x7100 + (uint64_t)i;
+        if (rank() == 0) {
+            auto s = post_send(*ep, addr[1], len, 800 + (uint32_t)i, true, tag);
+            complete_send(*ep, *s, kLong);
+        } else {
+            auto r = post_recv(*ep, len, true, tag, 0, addr[0]);
+            complete_recv(*ep, *r, {.len = len, .seed = 800 + (uint32_t)i, .tag = tag}, kLong);
+        }
+    }
+    barrier([&] { ep->progress(); });
+    std::string s = close_and_read_stats(ep);
+    if (rank() == 0) {
+        unsigned long long pk = stat_of(s, "gso_packets"), fr = stat_of(s, "gso_frames");
+        FT_CHECK(pk >= (unsigned long long)n, "only %llu GSO packets for %d messages of %zu B: the test did not test "
+                 "the GSO mode", pk, n, len);
+        std::printf("rank 0: %d x %zu B sent, %llu frames in %llu GSO packets\n", n, len, fr, pk);
+        oob_put(1, pk);
+        return;
+    }
+    auto pk = oob_get<unsigned long long>(0);
+    long long brd1 = in_brd_count();
+    size_t got_any = drain_datagrams(any), got_member = drain_datagrams(member);
+    close(any);
+    close(member);
+    FT_CHECK(got_any == 0 && got_member == 0,
+             "UDP sockets on the receiver's host got pmeth's frames: %zu datagrams on port %u, %zu as members of %s",
+             got_any, port, got_member, group);
+    if (brd0 >= 0 && brd1 >= 0) {
+        // The counter is the whole machine's: allow other broadcasts.
+        FT_CHECK((unsigned long long)(brd1 - brd0) < pk / 4,
+                 "the receiver's IP stack routed %lld packets as broadcast during %llu GSO packets", brd1 - brd0, pk);
+    } else {
+        std::printf("rank 1: /proc/net/stat/rt_cache has no in_brd; the route check is left out\n");
+    }
+    std::printf("rank 1: %d messages verified; UDP listeners on port %u got nothing (also as members of %s); "
+                "broadcast routes made meanwhile: %lld (of %llu GSO packets)\n", n, port, group,
+                brd0 >= 0 && brd1 >= 0 ? brd1 - brd0 : -1, pk);
+}
+
 void case_auth() {
     const char* keys = std::getenv("FT_AUTH_KEY");
     FT_CHECK(keys && std::strchr(keys, ','), "run with FT_AUTH_KEY=<k0>,<k1>");
@@ -487,5 +613,6 @@ void case_auth() {
 
 int main(int argc, char** argv) {
     return run_main(argc, argv, {{"overload", 2, case_overload}, {"flood", 2, case_flood},
-                                 {"inject", 3, case_inject}, {"auth", 2, case_auth}});
+                                 {"inject", 3, case_inject}, {"auth", 2, case_auth},
+                                 {"listen", 2, case_listen}});
 }

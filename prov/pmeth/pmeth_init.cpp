@@ -61,7 +61,7 @@ const ParamSpec kParams[] = {
      "af_packet: a run of full frames to one peer leaves as one UDP/IPv4 packet that the kernel or the NIC "
      "cuts into one frame per segment (generic segmentation offload), and such packets are taken apart "
      "on receipt: one system call and one kernel pass per run instead of per frame. Frames then carry 42 "
-     "bytes of IPv4/UDP headers (addresses 0.0.0.0, ports the EtherType), so the payload per frame is that "
+     "bytes of IPv4/UDP headers (source 0.0.0.0, destination 239.255.136.181, which IP stacks refuse; ports the EtherType), so the payload per frame is that "
      "much smaller. Needs Linux 6.2 or later (UDP segmentation for packet sockets; refused by an older "
      "kernel, frames then go one by one); not for sockets from the pmethd broker, nor where a packet of "
      "64 KiB holds fewer than two frames (lo)",

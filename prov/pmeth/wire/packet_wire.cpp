@@ -42,9 +42,8 @@ constexpr uint8_t kGsoNone = 0;
 constexpr uint8_t kGsoUdpL4 = 5;  // Linux 6.2 and later; older kernels refuse it
 
 // GSO mode (WireConfig::gso): a run of full frames to one peer is sent as
-// one packet of Ethernet, IPv4 (addresses 0.0.0.0, which every IP stack
-// drops as martian), UDP (both ports the EtherType) and the frames, whole,
-// back to back; the virtio-net header asks the kernel to cut it into UDP
+// one packet of Ethernet, IPv4 (source 0.0.0.0, destination kGsoGroup),
+// UDP (both ports the EtherType) and the frames, whole, back to back; the virtio-net header asks the kernel to cut it into UDP
 // segments of one frame each. A NIC or the kernel cuts it at the sending
 // interface; veth passes it whole to its peer, as it does TCP's. Either
 // way each segment begins with the frame's own Ethernet header, so the
@@ -53,6 +52,16 @@ constexpr size_t kVnet = sizeof(VnetHdr);
 constexpr size_t kOuter = kGsoOuter;  // Ethernet, IPv4, UDP
 constexpr size_t kMaxGsoPayload = 65535 - 20 - 8;
 constexpr size_t kMaxSegs = 64;  // the kernel's UDP_MAX_SEGMENTS (at least 64)
+// The packets' IPv4 destination: a multicast group (organisation-local
+// scope) that, with source 0.0.0.0, the receiving host's IP stack refuses
+// at its first routing check, silently, whether or not a socket there has
+// joined it (a zero source may only reach link-local groups): no route is
+// made, and no local socket gets the frames. (Source and destination both
+// 0.0.0.0, as before, are taken as broadcast: every packet made a route and
+// went to any UDP socket on the port, which anyone may bind. An address
+// logged as a martian, also dropped early, would fill the kernel's log where
+// log_martians is on.) Receivers do not check the addresses.
+constexpr uint8_t kGsoGroup[4] = {239, 255, 0x88, 0xb5};
 constexpr size_t kFrameIds = 26;  // a frame's MACs and destination endpoint id (bytes 22-25)
 // GSO mode's receive slot at least: a packet of five frames at MTU 1500
 // (a 4 KiB message) fits whole, with the slot's and virtio-net headers.
@@ -367,6 +376,7 @@ class PacketWire final : public Wire {
       put_be16(ip + 6, 0x4000);  // don't fragment
       ip[8] = 64;
       ip[9] = IPPROTO_UDP;
+      memcpy(ip + 16, kGsoGroup, 4);
       uint32_t sum = 0;
       for (int i = 0; i < 20; i += 2) sum += be16(ip + i);
       put_be16(ip + 10, uint16_t(~fold(sum)));
@@ -374,8 +384,8 @@ class PacketWire final : public Wire {
       put_be16(udp, ethertype_);
       put_be16(udp + 2, ethertype_);
       put_be16(udp + 4, uint16_t(8 + stage_bytes_));
-      // The pseudo-header's sum (addresses zero), as checksum offload wants.
-      put_be16(udp + 6, fold(IPPROTO_UDP + 8 + uint32_t(stage_bytes_)));
+      // The pseudo-header's sum (the source is zero), as checksum offload wants.
+      put_be16(udp + 6, fold(be16(kGsoGroup) + be16(kGsoGroup + 2) + IPPROTO_UDP + 8 + uint32_t(stage_bytes_)));
       // The kernel gathers the frames where they are: one copy, its own.
       msghdr m{};
       m.msg_iov = run_.data();
