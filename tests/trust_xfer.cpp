@@ -27,7 +27,12 @@
 //            not have taken the packets as broadcast (its route counter
 //            in_brd). Rank 0's statistics must show the frames went in GSO
 //            packets. Anyone may bind such a socket: before, every packet
-//            reached it.
+//            reached it. Then rank 0 sends rank 1 packets as pmeth's but
+//            with frames of an unknown wire version inside, some from source
+//            0.0.0.0 (taken: each counted as bad_version) and more from an IP
+//            address, as any UDP socket's datagram to the port would be
+//            (refused before any frame check: bad_version counts exactly the
+//            first kind).
 //  auth      run with FT_AUTH_KEY=<k0>,<k1> (the key given in fi_getinfo
 //            hints): equal keys talk; different keys must not: rank 0's
 //            send fails with an error completion and rank 1 gets nothing.
@@ -516,6 +521,7 @@ void case_listen() {
     uint16_t port = uint16_t(et ? std::strtoul(et, nullptr, 0) : 0x88b5);
     // The group PacketWire's GSO packets are addressed to (kGsoGroup).
     const char* group = "239.255.136.181";
+    const uint8_t group_ip[4] = {239, 255, 0x88, 0xb5};
     int any = -1, member = -1;
     long long brd0 = -1;
     if (rank() == 1) {
@@ -524,6 +530,7 @@ void case_listen() {
         brd0 = in_brd_count();
     }
     auto ep = std::make_unique<Endpoint>();
+    auto names = exchange_names(*ep);
     auto addr = connect_all(*ep);
     const int n = 128;
     const size_t len = 65536;
@@ -538,6 +545,56 @@ void case_listen() {
         }
     }
     barrier([&] { ep->progress(); });
+    long long brd1 = -1;
+    if (rank() == 1) {
+        brd1 = in_brd_count();
+        size_t got_any = drain_datagrams(any), got_member = drain_datagrams(member);
+        close(any);
+        close(member);
+        FT_CHECK(got_any == 0 && got_member == 0,
+                 "UDP sockets on the receiver's host got pmeth's frames: %zu datagrams on port %u, %zu as members "
+                 "of %s", got_any, port, got_member, group);
+    }
+    barrier([&] { ep->progress(); });
+    // Frames of another wire version for rank 1's endpoint, in UDP packets
+    // from 0.0.0.0 (kZeroSrc) and from an IP address, to the group and to
+    // a unicast address (kIpSrc each).
+    const int kZeroSrc = 30, kIpSrc = 50;
+    if (rank() == 0) {
+        const char* ifc = std::getenv("FI_PMETH_IFACE");
+        FT_CHECK(ifc && *ifc, "no FI_PMETH_IFACE for rank 0");
+        GsoForger out((int)if_nametoindex(ifc));
+        const uint8_t* vmac = names[1].data() + 40;
+        std::vector<uint8_t> g(42 + 100, 0);
+        std::memcpy(g.data(), vmac, 6);
+        g[6] = 0x02;  // a local MAC
+        g[12] = 0x08;
+        g[14] = 0x45;
+        set_be16(g, 16, g.size() - 14);
+        set_be16(g, 20, 0x4000);  // don't fragment
+        g[22] = 64;
+        g[23] = 17;
+        std::memcpy(g.data() + 30, group_ip, 4);
+        set_be16(g, 34, port);
+        set_be16(g, 36, port);
+        set_be16(g, 38, g.size() - 34);
+        std::memcpy(g.data() + 42, vmac, 6);  // the frame inside
+        g[42 + 12] = uint8_t(port >> 8);
+        g[42 + 13] = uint8_t(port);
+        g[42 + 14] = 0xEE;  // no wire version of pmeth's
+        std::memcpy(g.data() + 42 + 22, names[1].data() + 8, 4);  // its endpoint id
+        for (int i = 0; i < kZeroSrc; i++) out.send(g, 0);
+        const uint8_t from[4] = {192, 0, 2, 9}, to[4] = {192, 0, 2, 2};
+        std::memcpy(g.data() + 26, from, 4);
+        for (int i = 0; i < kIpSrc; i++) out.send(g, 0);
+        std::memcpy(g.data() + 30, to, 4);
+        for (int i = 0; i < kIpSrc; i++) out.send(g, 0);
+        FT_CHECK(out.sent == (unsigned long long)(kZeroSrc + 2 * kIpSrc), "only %llu of %d packets went out",
+                 out.sent, kZeroSrc + 2 * kIpSrc);
+    }
+    barrier([&] { ep->progress(); });
+    double until = now_s() + 0.3;
+    while (now_s() < until) ep->progress();
     std::string s = close_and_read_stats(ep);
     if (rank() == 0) {
         unsigned long long pk = stat_of(s, "gso_packets"), fr = stat_of(s, "gso_frames");
@@ -548,13 +605,10 @@ void case_listen() {
         return;
     }
     auto pk = oob_get<unsigned long long>(0);
-    long long brd1 = in_brd_count();
-    size_t got_any = drain_datagrams(any), got_member = drain_datagrams(member);
-    close(any);
-    close(member);
-    FT_CHECK(got_any == 0 && got_member == 0,
-             "UDP sockets on the receiver's host got pmeth's frames: %zu datagrams on port %u, %zu as members of %s",
-             got_any, port, got_member, group);
+    unsigned long long bv = stat_of(s, "bad_version");
+    FT_CHECK(bv == (unsigned long long)kZeroSrc,
+             "rank 1 took %llu frames of another wire version: %d came from 0.0.0.0, %d from an IP address (which "
+             "must not be taken)", bv, kZeroSrc, 2 * kIpSrc);
     if (brd0 >= 0 && brd1 >= 0) {
         // The counter is the whole machine's: allow other broadcasts.
         FT_CHECK((unsigned long long)(brd1 - brd0) < pk / 4,
@@ -563,8 +617,9 @@ void case_listen() {
         std::printf("rank 1: /proc/net/stat/rt_cache has no in_brd; the route check is left out\n");
     }
     std::printf("rank 1: %d messages verified; UDP listeners on port %u got nothing (also as members of %s); "
-                "broadcast routes made meanwhile: %lld (of %llu GSO packets)\n", n, port, group,
-                brd0 >= 0 && brd1 >= 0 ? brd1 - brd0 : -1, pk);
+                "broadcast routes made meanwhile: %lld (of %llu GSO packets); of the forged packets, the %d from "
+                "0.0.0.0 reached the frame checks (bad_version=%llu), the %d from an IP address did not\n", n, port,
+                group, brd0 >= 0 && brd1 >= 0 ? brd1 - brd0 : -1, pk, kZeroSrc, bv, 2 * kIpSrc);
 }
 
 void case_auth() {

@@ -229,18 +229,22 @@ class PacketWire final : public Wire {
     socklen_t l = sizeof rb;
     if (getsockopt(fd_.get(), SOL_SOCKET, SO_RCVBUF, &rb, &l) == 0) rcvbuf_ = size_t(rb);
     // Offsets from the (outer) Ethernet header: a pmeth frame for us, or
-    // IPv4 without options, UDP to our port, carrying a pmeth frame for us.
+    // IPv4 without options from source 0.0.0.0 (no IP socket sends that: an
+    // ordinary UDP datagram to our port is not taken), UDP to our port,
+    // carrying a pmeth frame for us.
     uint16_t et = cfg.ethertype;
     sock_filter code[] = {
         {BPF_LD | BPF_H | BPF_ABS, 0, 0, 12},
         {BPF_JMP | BPF_JEQ | BPF_K, 0, 2, et},
         {BPF_LD | BPF_W | BPF_ABS, 0, 0, 22},
-        {BPF_JMP | BPF_JEQ | BPF_K, 11, 12, want_be},
-        {BPF_JMP | BPF_JEQ | BPF_K, 0, 11, ETH_P_IP},
+        {BPF_JMP | BPF_JEQ | BPF_K, 13, 14, want_be},
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 13, ETH_P_IP},
         {BPF_LD | BPF_B | BPF_ABS, 0, 0, 14},
-        {BPF_JMP | BPF_JEQ | BPF_K, 0, 9, 0x45},
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 11, 0x45},
         {BPF_LD | BPF_B | BPF_ABS, 0, 0, 23},
-        {BPF_JMP | BPF_JEQ | BPF_K, 0, 7, IPPROTO_UDP},
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 9, IPPROTO_UDP},
+        {BPF_LD | BPF_W | BPF_ABS, 0, 0, 26},
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 7, 0},
         {BPF_LD | BPF_H | BPF_ABS, 0, 0, 36},
         {BPF_JMP | BPF_JEQ | BPF_K, 0, 5, et},
         {BPF_LD | BPF_H | BPF_ABS, 0, 0, kOuter + 12},
@@ -572,8 +576,8 @@ class PacketWire final : public Wire {
     }
     const uint8_t* ip = p + 14;
     if (et != ETH_P_IP || len < kOuter || ip[0] != 0x45 || ip[9] != IPPROTO_UDP || (be16(ip + 6) & 0x3fff) ||
-        be16(ip + 22) != ethertype_) {
-      bad_.hdr++;  // not IPv4 without options, not UDP to our port, or a fragment
+        be16(ip + 12) || be16(ip + 14) || be16(ip + 22) != ethertype_) {
+      bad_.hdr++;  // not IPv4 without options from 0.0.0.0, not UDP to our port, or a fragment
       return;
     }
     size_t said = be16(ip + 2);  // IPv4 total length
