@@ -85,6 +85,7 @@ struct SessionView {
   uint32_t peer_epoch = 0;
   uint32_t job = 0;
   pm::eth::AuthKey key;   // the job's: frames the harness changes are signed anew
+  pm::eth::PayloadKey pkey;  // its payload hash's (both sides have FI_PMETH_PAYLOAD_MAC=1)
   uint32_t next_seq = 1;  // after the last DATA the peer sent or we forged
 };
 
@@ -107,11 +108,14 @@ void seal(std::vector<uint8_t>& f, const SessionView& v) {
   h.mac = 0;
   encode_hdr(hp, h);
   size_t len = std::min<size_t>(h.len, f.size() - kEthHdr - kPmHdr);
-  h.csum = frame_sum(hp, hp + kPmHdr, len);
+  PayloadHash ph = payload_hash(v.pkey, hp + kPmHdr, len);
+  h.csum = crc32c(0, hp, kPmHdr) ^ uint32_t(ph.h0 ^ (ph.h0 >> 32) ^ ph.h1 ^ (ph.h1 >> 32));
   encode_hdr(hp, h);
-  uint8_t m[12 + kMacOff];
+  uint8_t m[12 + kMacOff + 16];
   memcpy(m, f.data(), 12);
   memcpy(m + 12, hp, kMacOff);
+  put64(m + 12 + kMacOff, ph.h0);
+  put64(m + 12 + kMacOff + 8, ph.h1);
   put64(hp + kMacOff, siphash24(v.key, m, sizeof m));
 }
 
@@ -274,7 +278,9 @@ void open_session(Session& s, Variant& v) {
   dc.key = pm::eth::derive_key(kJobSecret, strlen(kJobSecret));  // the victim's: FI_PMETH_JOB_SECRET
   dc.job = pm::eth::job_id(dc.key);
   s.view.job = dc.job;
+  dc.payload_mac = true;
   s.view.key = dc.key;
+  s.view.pkey = pm::eth::payload_key(dc.key);
   s.peer = EthDevice::open(dc, std::move(tap), kPeerEp);
   if (!s.peer) die("EthDevice::open", 0);
   s.to_victim = s.peer->resolve(name.data(), name.size());

@@ -2,6 +2,10 @@
 
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "core/packet.hpp"
 
 namespace pm::eth {
@@ -54,6 +58,115 @@ uint32_t job_id(const AuthKey& key) noexcept {
   uint64_t h = siphash24(key, kLabel, sizeof kLabel - 1);
   uint32_t id = uint32_t(h ^ (h >> 32));
   return id ? id : 1;
+}
+
+PayloadKey payload_key(const AuthKey& key) {
+  static const char kL0[] = "pmeth payload key 0", kL1[] = "pmeth payload key 1";
+  const AuthKey pk{siphash24(key, kL0, sizeof kL0 - 1), siphash24(key, kL1, sizeof kL1 - 1)};
+  PayloadKey k;
+  k.w.resize(kNhMaxPayload / 4 + 4);
+  for (size_t i = 0; i < k.w.size(); i += 2) {
+    uint64_t ctr = i / 2, v = siphash24(pk, &ctr, sizeof ctr);
+    k.w[i] = uint32_t(v);
+    k.w[i + 1] = uint32_t(v >> 32);
+  }
+  return k;
+}
+
+namespace {
+
+// One 32-byte block of words m[0..7] (little-endian) under key words
+// kw[0..11]: the pairs (m[2t] + kw[2t]) (m[2t+1] + kw[2t+1]) to h0 and
+// (m[2t] + kw[2t+4]) (m[2t+1] + kw[2t+5]) to h1, each sum mod 2^32, the
+// products and totals mod 2^64.
+void nh_block_portable(PayloadHash& h, const uint8_t* p, const uint32_t* kw) {
+  for (int t = 0; t < 4; t++) {
+    uint32_t m0, m1;
+    memcpy(&m0, p + 8 * t, 4);
+    memcpy(&m1, p + 8 * t + 4, 4);
+    h.h0 += uint64_t(uint32_t(m0 + kw[2 * t])) * uint32_t(m1 + kw[2 * t + 1]);
+    h.h1 += uint64_t(uint32_t(m0 + kw[2 * t + 4])) * uint32_t(m1 + kw[2 * t + 5]);
+  }
+}
+
+void nh_blocks_portable(PayloadHash& h, const uint8_t* p, const uint32_t* kw, size_t nblk) {
+  for (size_t i = 0; i < nblk; i++) nh_block_portable(h, p + 32 * i, kw + 8 * i);
+}
+
+#if defined(__x86_64__)
+// Four pairs per block in the four 64-bit lanes: the sums of words, then
+// each lane's low word times its high word.
+__attribute__((target("avx2"))) void nh_blocks_avx2(PayloadHash& h, const uint8_t* p, const uint32_t* kw,
+                                                    size_t nblk) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();
+  for (size_t i = 0; i < nblk; i++) {
+    __m256i m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * i));
+    __m256i x = _mm256_add_epi32(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kw + 8 * i)));
+    __m256i y = _mm256_add_epi32(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kw + 8 * i + 4)));
+    a0 = _mm256_add_epi64(a0, _mm256_mul_epu32(x, _mm256_srli_epi64(x, 32)));
+    a1 = _mm256_add_epi64(a1, _mm256_mul_epu32(y, _mm256_srli_epi64(y, 32)));
+  }
+  alignas(32) uint64_t l0[4], l1[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(l0), a0);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(l1), a1);
+  h.h0 += l0[0] + l0[1] + l0[2] + l0[3];
+  h.h1 += l1[0] + l1[1] + l1[2] + l1[3];
+}
+
+bool has_avx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2");
+}
+#endif
+
+using NhBlocks = void (*)(PayloadHash&, const uint8_t*, const uint32_t*, size_t);
+
+// a then b as one payload, zero-padded: whole blocks where they lie, the
+// block that straddles the cut and the last partial one copied.
+PayloadHash nh_with(NhBlocks blocks, const uint32_t* kw, const uint8_t* a, size_t alen, const uint8_t* b,
+                    size_t blen) {
+  PayloadHash h;
+  size_t na = alen / 32;
+  blocks(h, a, kw, na);
+  size_t word = na * 8, ra = alen - na * 32;
+  uint8_t t[32];
+  if (ra) {
+    size_t take = blen < 32 - ra ? blen : 32 - ra;
+    memcpy(t, a + na * 32, ra);
+    if (take) memcpy(t + ra, b, take);
+    memset(t + ra + take, 0, 32 - ra - take);
+    nh_block_portable(h, t, kw + word);
+    word += 8;
+    b += take;
+    blen -= take;
+  }
+  size_t nb = blen / 32;
+  blocks(h, b, kw + word, nb);
+  word += nb * 8;
+  if (size_t rb = blen - nb * 32) {
+    memcpy(t, b + nb * 32, rb);
+    memset(t + rb, 0, 32 - rb);
+    nh_block_portable(h, t, kw + word);
+  }
+  return h;
+}
+
+}  // namespace
+
+PayloadHash payload_hash(const PayloadKey& k, const void* a, size_t alen, const void* b, size_t blen) noexcept {
+  if (alen + blen > kNhMaxPayload || k.w.size() < kNhMaxPayload / 4 + 4) return {};  // callers bound the length
+  NhBlocks blocks = nh_blocks_portable;
+#if defined(__x86_64__)
+  static const bool avx2 = has_avx2();
+  if (avx2) blocks = nh_blocks_avx2;
+#endif
+  return nh_with(blocks, k.w.data(), static_cast<const uint8_t*>(a), alen, static_cast<const uint8_t*>(b),
+                 b ? blen : 0);
+}
+
+PayloadHash payload_hash_portable(const PayloadKey& k, const void* data, size_t len) noexcept {
+  if (len > kNhMaxPayload || k.w.size() < kNhMaxPayload / 4 + 4) return {};
+  return nh_with(nh_blocks_portable, k.w.data(), static_cast<const uint8_t*>(data), len, nullptr, 0);
 }
 
 }  // namespace pm::eth

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pm::eth {
 
@@ -23,5 +24,31 @@ AuthKey derive_key(const void* secret, size_t len) noexcept;
 // The 32-bit job id every frame carries: a cheap first filter, derived
 // from the key so that it reveals nothing of it.
 uint32_t job_id(const AuthKey& key) noexcept;
+
+// The payload's part of the MAC where the job has a secret (not the
+// default key): NH (Black, Halevi, Krawczyk, Krovetz and Rogaway, "UMAC",
+// 1999) of the payload zero-padded to 32 bytes, taken twice, under key
+// words k and under k shifted by four words (the Toeplitz construction):
+// two different payloads of one length give the same pair with probability
+// at most 2^-64 over the key. The pair never travels: the frame's MAC is
+// SipHash over the header and it (a PRF of the hash), so that the payload
+// is authenticated, not only checked by the frame sum (which anyone can keep
+// unchanged while altering the payload).
+constexpr size_t kNhMaxPayload = 65536;  // a frame's payload length is 16 bits
+struct PayloadKey {
+  std::vector<uint32_t> w;  // kNhMaxPayload / 4 + 4 words
+};
+struct PayloadHash {
+  uint64_t h0 = 0, h1 = 0;
+  bool operator==(const PayloadHash& o) const { return h0 == o.h0 && h1 == o.h1; }
+};
+// The NH key words from the job's key (SipHash as a PRF in counter mode,
+// under a key derived with its own label).
+PayloadKey payload_key(const AuthKey& key);
+// The hash of a then b as one payload (alen + blen <= kNhMaxPayload).
+PayloadHash payload_hash(const PayloadKey& k, const void* a, size_t alen, const void* b = nullptr,
+                         size_t blen = 0) noexcept;
+// The same, word by word without vector instructions (the definition; tests).
+PayloadHash payload_hash_portable(const PayloadKey& k, const void* data, size_t len) noexcept;
 
 }  // namespace pm::eth

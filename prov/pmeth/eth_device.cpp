@@ -95,6 +95,8 @@ EthDevice::EthDevice(const DeviceConfig& cfg, std::vector<std::unique_ptr<Wire>>
   frame_cap_ = kEthHdr + link_mtu;
   frame_pool_.reserve(cfg_.window);  // give_frame never grows it: an ACK read in fi_cq_read allocates nothing
   adv_window_ = uint16_t(std::min<uint32_t>(cfg_.window, 65535));
+  cfg_.payload_mac = cfg_.payload_mac && cfg_.auth;
+  if (cfg_.payload_mac) payload_key_ = payload_key(cfg_.key);
   update_window(now_ns());
 }
 
@@ -281,38 +283,68 @@ void EthDevice::build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint1
 
 // A frame whose payload stays in the sender's buffer after its first
 // `head` bytes (tail) is summed as the same frame copied whole would be.
+// With payload_mac the frame sum is made of the payload's keyed hash (one
+// pass over the payload for both), kept for the MAC that emit() adds.
 void EthDevice::seal(uint8_t* f, size_t len, const uint8_t* tail, size_t head) {
   put64(f + kEthHdr + kMacOff, 0);  // emit() signs, once the addresses are known
+  uint32_t body = 0;
+  if (cfg_.payload_mac) {
+    sealed_ = f;
+    sealed_hash_ = body_hash(f, len, tail, head);
+    const PayloadHash& h = sealed_hash_;
+    body = uint32_t(h.h0 ^ (h.h0 >> 32) ^ h.h1 ^ (h.h1 >> 32));
+  }
   if (!cfg_.checksum) return;
   put32(f + kEthHdr + 44, 0);
-  uint32_t body = tail ? payload_sum2(f + kBodyOff, head - kBodyOff, tail, len - head)
-                       : payload_sum(f + kBodyOff, len - kBodyOff);
+  if (!cfg_.payload_mac)
+    body = tail ? payload_sum2(f + kBodyOff, head - kBodyOff, tail, len - head)
+                : payload_sum(f + kBodyOff, len - kBodyOff);
   put32(f + kEthHdr + 44, crc32c(0, f + kEthHdr, kPmHdr) ^ body);
 }
 
-// The MAC covers the Ethernet addresses and the header up to the MAC
-// (the checksum, and through it the payload, included).
-void EthDevice::sign(uint8_t* f) const {
-  if (!cfg_.auth) return;
-  uint8_t m[12 + kMacOff];
-  memcpy(m, f, 12);
-  memcpy(m + 12, f + kEthHdr, kMacOff);
-  put64(f + kEthHdr + kMacOff, siphash24(cfg_.key, m, sizeof m));
+PayloadHash EthDevice::body_hash(const uint8_t* f, size_t len, const uint8_t* tail, size_t head) const {
+  return tail ? payload_hash(payload_key_, f + kBodyOff, head - kBodyOff, tail, len - head)
+              : payload_hash(payload_key_, f + kBodyOff, len - kBodyOff);
 }
 
-bool EthDevice::authentic(const uint8_t* f) const {
-  if (!cfg_.auth) return true;
-  uint8_t m[12 + kMacOff];
+// The MAC covers the Ethernet addresses and the header up to the MAC (the
+// checksum, and through it the payload's sum, included); with payload_mac
+// also the payload's keyed hash, which makes it the payload's MAC.
+namespace {
+constexpr size_t kMacIn = 12 + kMacOff;
+size_t mac_input(uint8_t (&m)[kMacIn + 16], const uint8_t* f, const PayloadHash* ph) {
   memcpy(m, f, 12);
   memcpy(m + 12, f + kEthHdr, kMacOff);
-  return siphash24(cfg_.key, m, sizeof m) == get64(f + kEthHdr + kMacOff);
+  if (!ph) return kMacIn;
+  put64(m + kMacIn, ph->h0);
+  put64(m + kMacIn + 8, ph->h1);
+  return kMacIn + 16;
+}
+}  // namespace
+
+void EthDevice::sign(uint8_t* f, const PayloadHash& ph) const {
+  if (!cfg_.auth) return;
+  uint8_t m[kMacIn + 16];
+  size_t n = mac_input(m, f, cfg_.payload_mac ? &ph : nullptr);
+  put64(f + kEthHdr + kMacOff, siphash24(cfg_.key, m, n));
+}
+
+bool EthDevice::authentic(const uint8_t* f, const PayloadHash& ph) const {
+  if (!cfg_.auth) return true;
+  uint8_t m[kMacIn + 16];
+  size_t n = mac_input(m, f, cfg_.payload_mac ? &ph : nullptr);
+  return siphash24(cfg_.key, m, n) == get64(f + kEthHdr + kMacOff);
 }
 
 // Addresses the frame for `rail` and queues it there.
 bool EthDevice::emit(Peer& p, unsigned rail, uint8_t* f, size_t len, TxSlot* lend) {
   memcpy(f, p.name.mac[rail], 6);
   memcpy(f + 6, self_.mac[rail], 6);
-  sign(f);
+  if (cfg_.payload_mac && f != sealed_) {
+    sealed_ = f;  // every emit follows its seal, but should one not: the hash from the frame
+    sealed_hash_ = body_hash(f, len, lend ? lend->tail : nullptr, lend ? lend->head : 0);
+  }
+  sign(f, sealed_hash_);
   Frame fr{f, len};
   fr.gso = gso_to(p);
   fr.stays = lend != nullptr;
@@ -956,7 +988,9 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
     st_.bad_len++;
     return;
   }
-  if (!authentic(f)) {
+  PayloadHash ph;
+  if (cfg_.payload_mac) ph = payload_hash(payload_key_, f + kBodyOff, h.len);  // h.len < kNhMaxPayload
+  if (!authentic(f, ph)) {
     st_.bad_mac++;  // not from a member of this job (or altered)
     return;
   }
@@ -965,7 +999,9 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
     memcpy(hdr, f + kEthHdr, kPmHdr);
     put32(hdr + 44, 0);
     put64(hdr + kMacOff, 0);
-    uint32_t c = frame_sum(hdr, f + kBodyOff, h.len);
+    uint32_t c = cfg_.payload_mac
+                     ? crc32c(0, hdr, kPmHdr) ^ uint32_t(ph.h0 ^ (ph.h0 >> 32) ^ ph.h1 ^ (ph.h1 >> 32))
+                     : frame_sum(hdr, f + kBodyOff, h.len);
     if (c != h.csum) {
       st_.bad_csum++;
       return;

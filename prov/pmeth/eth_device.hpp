@@ -72,6 +72,11 @@ struct DeviceConfig {
   // `key`; frames without a valid one are dropped before any state exists.
   bool auth = false;
   AuthKey key;
+  // With `auth`: the MAC also covers the payload through a keyed hash
+  // (payload_hash; pmeth_init sets it where the job has a secret: with the
+  // default key anyone can sign, so there it would cost without protecting).
+  // Peers with the same key agree on it.
+  bool payload_mac = false;
 };
 
 class EthDevice final : public Device {
@@ -286,8 +291,10 @@ class EthDevice final : public Device {
   void reset_peer(PeerId id, PacketSink* sink);
   void revive(PeerId id, uint64_t now, PacketSink& sink);
   bool deliver_held(PeerId id, PacketSink& sink);
-  bool authentic(const uint8_t* f) const;
-  void sign(uint8_t* f) const;
+  bool authentic(const uint8_t* f, const PayloadHash& ph) const;
+  void sign(uint8_t* f, const PayloadHash& ph) const;
+  // The payload's keyed hash (payload_mac) of a frame as seal() took it.
+  PayloadHash body_hash(const uint8_t* f, size_t len, const uint8_t* tail, size_t head) const;
   uint32_t now_us() const;
   void build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint16_t len, uint64_t now = 0);
   void seal(uint8_t* f, size_t len, const uint8_t* tail = nullptr, size_t head = 0);
@@ -386,6 +393,9 @@ class EthDevice final : public Device {
   };
   std::unordered_map<AddrKey, PeerId, AddrHash> by_addr_;
   std::vector<uint8_t> scratch_;
+  PayloadKey payload_key_;               // payload_mac only
+  const uint8_t* sealed_ = nullptr;      // the frame seal() took last, and its payload's hash
+  PayloadHash sealed_hash_;
   std::vector<PeerId> ack_due_;   // peers owed an ACK (delayed-ACK timer)
   std::vector<PeerId> held_;      // peers whose next frame waits for room
   std::vector<PeerId> timed_;     // peers with a timer running (needs_timer)
