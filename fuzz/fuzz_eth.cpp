@@ -109,7 +109,7 @@ void seal(std::vector<uint8_t>& f, const SessionView& v) {
   encode_hdr(hp, h);
   size_t len = std::min<size_t>(h.len, f.size() - kEthHdr - kPmHdr);
   PayloadHash ph = payload_hash(v.pkey, hp + kPmHdr, len);
-  h.csum = crc32c(0, hp, kPmHdr) ^ uint32_t(ph.h0 ^ (ph.h0 >> 32) ^ ph.h1 ^ (ph.h1 >> 32));
+  h.csum = crc32c(0, hp, kPmHdr);  // the payload MAC's checksum: the header's
   encode_hdr(hp, h);
   uint8_t m[12 + kMacOff + 16];
   memcpy(m, f.data(), 12);

@@ -28,11 +28,13 @@
 //            in_brd). Rank 0's statistics must show the frames went in GSO
 //            packets. Anyone may bind such a socket: before, every packet
 //            reached it. Then rank 0 sends rank 1 packets as pmeth's but
-//            with frames of an unknown wire version inside, some from source
-//            0.0.0.0 (taken: each counted as bad_version) and more from an IP
-//            address, as any UDP socket's datagram to the port would be
-//            (refused before any frame check: bad_version counts exactly the
-//            first kind).
+//            with frames of an unknown wire version inside: some addressed as
+//            pmeth addresses them (taken: each counted as bad_version), more
+//            as a UDP socket's datagram to the port could be (from an IP
+//            address to the group or to an address, from 0.0.0.0 to the
+//            group's MAC) or as wire version 2 sent them (0.0.0.0 to
+//            0.0.0.0): refused before any frame check, so bad_version counts
+//            exactly the first kind.
 //  auth      run with FT_AUTH_KEY=<k0>,<k1> (the key given in fi_getinfo
 //            hints): equal keys talk; different keys must not: rank 0's
 //            send fails with an error completion and rank 1 gets nothing.
@@ -559,7 +561,7 @@ void case_listen() {
     // Frames of another wire version for rank 1's endpoint, in UDP packets
     // from 0.0.0.0 (kZeroSrc) and from an IP address, to the group and to
     // a unicast address (kIpSrc each).
-    const int kZeroSrc = 30, kIpSrc = 50;
+    const int kZeroSrc = 30, kIpSrc = 50, kRefused = 4 * kIpSrc;
     if (rank() == 0) {
         const char* ifc = std::getenv("FI_PMETH_IFACE");
         FT_CHECK(ifc && *ifc, "no FI_PMETH_IFACE for rank 0");
@@ -583,14 +585,31 @@ void case_listen() {
         g[42 + 13] = uint8_t(port);
         g[42 + 14] = 0xEE;  // no wire version of pmeth's
         std::memcpy(g.data() + 42 + 22, names[1].data() + 8, 4);  // its endpoint id
-        for (int i = 0; i < kZeroSrc; i++) out.send(g, 0);
-        const uint8_t from[4] = {192, 0, 2, 9}, to[4] = {192, 0, 2, 2};
-        std::memcpy(g.data() + 26, from, 4);
-        for (int i = 0; i < kIpSrc; i++) out.send(g, 0);
-        std::memcpy(g.data() + 30, to, 4);
-        for (int i = 0; i < kIpSrc; i++) out.send(g, 0);
-        FT_CHECK(out.sent == (unsigned long long)(kZeroSrc + 2 * kIpSrc), "only %llu of %d packets went out",
-                 out.sent, kZeroSrc + 2 * kIpSrc);
+        // With a valid IPv4 header checksum, as a socket's datagram has.
+        auto send_n = [&](std::vector<uint8_t> q, int count) {
+            set_be16(q, 24, 0);
+            uint32_t sum = 0;
+            for (size_t i = 14; i < 34; i += 2) sum += be16_at(q, i);
+            while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+            set_be16(q, 24, ~sum & 0xffff);
+            for (int i = 0; i < count; i++) out.send(q, 0);
+        };
+        send_n(g, kZeroSrc);                      // the form pmeth sends: taken
+        const uint8_t from[4] = {192, 0, 2, 9}, to[4] = {192, 0, 2, 2}, zero[4] = {0, 0, 0, 0};
+        const uint8_t group_mac[6] = {0x01, 0x00, 0x5e, 0x7f, 0x88, 0xb5};
+        auto q = g;
+        std::memcpy(q.data() + 26, from, 4);
+        send_n(q, kIpSrc);                        // from an address, to the group
+        std::memcpy(q.data() + 30, to, 4);
+        send_n(q, kIpSrc);                        // from an address, to an address
+        q = g;
+        std::memcpy(q.data() + 30, zero, 4);
+        send_n(q, kIpSrc);                        // 0.0.0.0 to 0.0.0.0 (wire version 2's form)
+        q = g;
+        std::memcpy(q.data(), group_mac, 6);
+        send_n(q, kIpSrc);                        // to the group's MAC (a host without an address)
+        FT_CHECK(out.sent == (unsigned long long)(kZeroSrc + kRefused), "only %llu of %d packets went out",
+                 out.sent, kZeroSrc + kRefused);
     }
     barrier([&] { ep->progress(); });
     double until = now_s() + 0.3;
@@ -607,8 +626,8 @@ void case_listen() {
     auto pk = oob_get<unsigned long long>(0);
     unsigned long long bv = stat_of(s, "bad_version");
     FT_CHECK(bv == (unsigned long long)kZeroSrc,
-             "rank 1 took %llu frames of another wire version: %d came from 0.0.0.0, %d from an IP address (which "
-             "must not be taken)", bv, kZeroSrc, 2 * kIpSrc);
+             "rank 1 took %llu frames of another wire version: %d came as pmeth sends them, %d otherwise (from an "
+             "IP address, to 0.0.0.0, to a group's MAC: none must be taken)", bv, kZeroSrc, kRefused);
     if (brd0 >= 0 && brd1 >= 0) {
         // The counter is the whole machine's: allow other broadcasts.
         FT_CHECK((unsigned long long)(brd1 - brd0) < pk / 4,
@@ -617,9 +636,9 @@ void case_listen() {
         std::printf("rank 1: /proc/net/stat/rt_cache has no in_brd; the route check is left out\n");
     }
     std::printf("rank 1: %d messages verified; UDP listeners on port %u got nothing (also as members of %s); "
-                "broadcast routes made meanwhile: %lld (of %llu GSO packets); of the forged packets, the %d from "
-                "0.0.0.0 reached the frame checks (bad_version=%llu), the %d from an IP address did not\n", n, port,
-                group, brd0 >= 0 && brd1 >= 0 ? brd1 - brd0 : -1, pk, kZeroSrc, bv, 2 * kIpSrc);
+                "broadcast routes made meanwhile: %lld (of %llu GSO packets); of the forged packets, the %d as pmeth "
+                "sends them reached the frame checks (bad_version=%llu), the %d otherwise addressed did not\n", n,
+                port, group, brd0 >= 0 && brd1 >= 0 ? brd1 - brd0 : -1, pk, kZeroSrc, bv, kRefused);
 }
 
 void case_auth() {

@@ -66,7 +66,9 @@ PayloadKey payload_key(const AuthKey& key) {
   PayloadKey k;
   k.w.resize(kNhMaxPayload / 4 + 4);
   for (size_t i = 0; i < k.w.size(); i += 2) {
-    uint64_t ctr = i / 2, v = siphash24(pk, &ctr, sizeof ctr);
+    uint8_t ctr[8];
+    put_le64(ctr, i / 2);
+    uint64_t v = siphash24(pk, ctr, sizeof ctr);
     k.w[i] = uint32_t(v);
     k.w[i + 1] = uint32_t(v >> 32);
   }
@@ -152,6 +154,9 @@ PayloadHash nh_with(NhBlocks blocks, const uint32_t* kw, const uint8_t* a, size_
 }
 
 }  // namespace
+
+// A frame's payload length is 16 bits: no caller can ask for more.
+static_assert(kNhMaxPayload > 0xffff, "the key must cover every payload a header can claim");
 
 PayloadHash payload_hash(const PayloadKey& k, const void* a, size_t alen, const void* b, size_t blen) noexcept {
   if (alen + blen > kNhMaxPayload || k.w.size() < kNhMaxPayload / 4 + 4) return {};  // callers bound the length

@@ -283,16 +283,15 @@ void EthDevice::build_hdr(uint8_t* f, Peer& p, uint8_t type, uint32_t seq, uint1
 
 // A frame whose payload stays in the sender's buffer after its first
 // `head` bytes (tail) is summed as the same frame copied whole would be.
-// With payload_mac the frame sum is made of the payload's keyed hash (one
-// pass over the payload for both), kept for the MAC that emit() adds.
+// With payload_mac the payload's keyed hash is kept for the MAC that emit()
+// adds, and the checksum is the header's alone: the MAC, checked first,
+// covers the payload (a checksum of the hash would show its bits).
 void EthDevice::seal(uint8_t* f, size_t len, const uint8_t* tail, size_t head) {
   put64(f + kEthHdr + kMacOff, 0);  // emit() signs, once the addresses are known
   uint32_t body = 0;
   if (cfg_.payload_mac) {
     sealed_ = f;
     sealed_hash_ = body_hash(f, len, tail, head);
-    const PayloadHash& h = sealed_hash_;
-    body = uint32_t(h.h0 ^ (h.h0 >> 32) ^ h.h1 ^ (h.h1 >> 32));
   }
   if (!cfg_.checksum) return;
   put32(f + kEthHdr + 44, 0);
@@ -999,9 +998,7 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
     memcpy(hdr, f + kEthHdr, kPmHdr);
     put32(hdr + 44, 0);
     put64(hdr + kMacOff, 0);
-    uint32_t c = cfg_.payload_mac
-                     ? crc32c(0, hdr, kPmHdr) ^ uint32_t(ph.h0 ^ (ph.h0 >> 32) ^ ph.h1 ^ (ph.h1 >> 32))
-                     : frame_sum(hdr, f + kBodyOff, h.len);
+    uint32_t c = cfg_.payload_mac ? crc32c(0, hdr, kPmHdr) : frame_sum(hdr, f + kBodyOff, h.len);
     if (c != h.csum) {
       st_.bad_csum++;
       return;

@@ -13,10 +13,12 @@
 //  32 window (u16)           34 payload length (u16)
 //  36 timestamp (u32, µs)    40 timestamp echo (u32)
 //  44 checksum (u32: CRC32C of the header with this field and the MAC 0,
-//     XOR a four-lane Fletcher sum of the payload; see frame_sum)
+//     XOR a four-lane Fletcher sum of the payload, see frame_sum; with the
+//     payload MAC the CRC32C alone: the MAC covers the payload)
 //  48 MAC (u64: SipHash-2-4 under the job's key of the 12 bytes of
-//     Ethernet addresses and header bytes 0..47; 0 when authentication is
-//     off; see eth_auth.hpp)
+//     Ethernet addresses and header bytes 0..47, then with the payload MAC
+//     the payload's keyed hash; 0 when authentication is off; see
+//     eth_auth.hpp)
 //  DATA and DGRAM frames: then the 48-byte core packet header, then payload.
 //  A DATA frame with flag kFlagBundle carries several core packets (the
 //  seed's "network burst"): records of [length (u16) | core header |
@@ -33,7 +35,7 @@
 
 namespace pm::eth {
 
-constexpr uint8_t kWireVersion = 2;
+constexpr uint8_t kWireVersion = 3;  // 3: GSO packets to kGsoGroup, the payload MAC
 constexpr uint16_t kDefaultEtherType = 0x88B5;
 constexpr size_t kEthHdr = 14;
 constexpr size_t kPmHdr = 56;

@@ -121,8 +121,8 @@ const ParamSpec kParams[] = {
     {"payload_mac", T::kBool,
      "with auth and a key other than the default one: the MAC also covers each frame's payload through "
      "a keyed hash (NH, 2^-64 collisions), not only through the frame sum, which someone who sees a frame "
-     "can keep while altering its payload. Costs a multiply per 8 bytes on both sides; must be the same "
-     "on every peer",
+     "can keep while altering its payload (the checksum then covers the header only). Costs two "
+     "multiplies per 8 bytes on both sides; must be the same on every peer",
      "1"},
     {"job_secret", T::kString,
      "the job's secret when no auth_key is given: every process of the job must have the same", ""},

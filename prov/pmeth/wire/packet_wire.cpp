@@ -57,10 +57,11 @@ constexpr size_t kMaxSegs = 64;  // the kernel's UDP_MAX_SEGMENTS (at least 64)
 // at its first routing check, silently, whether or not a socket there has
 // joined it (a zero source may only reach link-local groups): no route is
 // made, and no local socket gets the frames. (Source and destination both
-// 0.0.0.0, as before, are taken as broadcast: every packet made a route and
-// went to any UDP socket on the port, which anyone may bind. An address
-// logged as a martian, also dropped early, would fill the kernel's log where
-// log_martians is on.) Receivers do not check the addresses.
+// 0.0.0.0, as wire version 2 had them, are taken as broadcast: every packet
+// made a route and went to any UDP socket on the port, which anyone may
+// bind. An address logged as a martian, also dropped early, would fill the
+// kernel's log where log_martians is on.) Receivers take only these
+// addresses (the socket filter and open_packet).
 constexpr uint8_t kGsoGroup[4] = {239, 255, 0x88, 0xb5};
 constexpr size_t kFrameIds = 26;  // a frame's MACs and destination endpoint id (bytes 22-25)
 // GSO mode's receive slot at least: a packet of five frames at MTU 1500
@@ -229,31 +230,45 @@ class PacketWire final : public Wire {
     socklen_t l = sizeof rb;
     if (getsockopt(fd_.get(), SOL_SOCKET, SO_RCVBUF, &rb, &l) == 0) rcvbuf_ = size_t(rb);
     // Offsets from the (outer) Ethernet header: a pmeth frame for us, or
-    // IPv4 without options from source 0.0.0.0 (no IP socket sends that: an
-    // ordinary UDP datagram to our port is not taken), UDP to our port,
-    // carrying a pmeth frame for us.
+    // one IPv4 packet without options, to our MAC, from 0.0.0.0 to
+    // kGsoGroup, UDP to our port, carrying a pmeth frame for us. No IP
+    // socket sends that: from 0.0.0.0 (a host without an address) only to
+    // a broadcast or group MAC, to our MAC only from an address, so an
+    // ordinary socket's datagram to the port is not taken.
     uint16_t et = cfg.ethertype;
+    uint32_t group = uint32_t(kGsoGroup[0]) << 24 | uint32_t(kGsoGroup[1]) << 16 | uint32_t(kGsoGroup[2]) << 8 |
+                     kGsoGroup[3];
+    uint32_t mac_hi = uint32_t(mac_[0]) << 24 | uint32_t(mac_[1]) << 16 | uint32_t(mac_[2]) << 8 | mac_[3];
+    uint32_t mac_lo = uint32_t(mac_[4]) << 8 | mac_[5];
+    // Jumps are relative: instruction 23 takes the packet, 24 refuses it.
     sock_filter code[] = {
-        {BPF_LD | BPF_H | BPF_ABS, 0, 0, 12},
-        {BPF_JMP | BPF_JEQ | BPF_K, 0, 2, et},
-        {BPF_LD | BPF_W | BPF_ABS, 0, 0, 22},
-        {BPF_JMP | BPF_JEQ | BPF_K, 13, 14, want_be},
-        {BPF_JMP | BPF_JEQ | BPF_K, 0, 13, ETH_P_IP},
-        {BPF_LD | BPF_B | BPF_ABS, 0, 0, 14},
-        {BPF_JMP | BPF_JEQ | BPF_K, 0, 11, 0x45},
-        {BPF_LD | BPF_B | BPF_ABS, 0, 0, 23},
-        {BPF_JMP | BPF_JEQ | BPF_K, 0, 9, IPPROTO_UDP},
-        {BPF_LD | BPF_W | BPF_ABS, 0, 0, 26},
-        {BPF_JMP | BPF_JEQ | BPF_K, 0, 7, 0},
-        {BPF_LD | BPF_H | BPF_ABS, 0, 0, 36},
-        {BPF_JMP | BPF_JEQ | BPF_K, 0, 5, et},
-        {BPF_LD | BPF_H | BPF_ABS, 0, 0, kOuter + 12},
-        {BPF_JMP | BPF_JEQ | BPF_K, 0, 3, et},
-        {BPF_LD | BPF_W | BPF_ABS, 0, 0, kOuter + 22},
-        {BPF_JMP | BPF_JEQ | BPF_K, 0, 1, want_be},
-        {BPF_RET | BPF_K, 0, 0, 0x40000},
-        {BPF_RET | BPF_K, 0, 0, 0},
+        {BPF_LD | BPF_H | BPF_ABS, 0, 0, 12},                // 0
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 2, et},               // 1: a frame: to 2, else to 4
+        {BPF_LD | BPF_W | BPF_ABS, 0, 0, 22},                // 2
+        {BPF_JMP | BPF_JEQ | BPF_K, 19, 20, want_be},        // 3
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 19, ETH_P_IP},        // 4
+        {BPF_LD | BPF_B | BPF_ABS, 0, 0, 14},                // 5
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 17, 0x45},            // 6
+        {BPF_LD | BPF_B | BPF_ABS, 0, 0, 23},                // 7
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 15, IPPROTO_UDP},     // 8
+        {BPF_LD | BPF_W | BPF_ABS, 0, 0, 26},                // 9: IPv4 source
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 13, 0},               // 10
+        {BPF_LD | BPF_W | BPF_ABS, 0, 0, 30},                // 11: IPv4 destination
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 11, group},           // 12
+        {BPF_LD | BPF_W | BPF_ABS, 0, 0, 0},                 // 13: destination MAC
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 9, mac_hi},           // 14
+        {BPF_LD | BPF_H | BPF_ABS, 0, 0, 4},                 // 15
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 7, mac_lo},           // 16
+        {BPF_LD | BPF_H | BPF_ABS, 0, 0, 36},                // 17: UDP destination port
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 5, et},               // 18
+        {BPF_LD | BPF_H | BPF_ABS, 0, 0, kOuter + 12},       // 19: the first frame's type
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 3, et},               // 20
+        {BPF_LD | BPF_W | BPF_ABS, 0, 0, kOuter + 22},       // 21: its endpoint
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 1, want_be},          // 22
+        {BPF_RET | BPF_K, 0, 0, 0x40000},                    // 23
+        {BPF_RET | BPF_K, 0, 0, 0},                          // 24
     };
+    static_assert(sizeof code / sizeof code[0] == 25, "the jumps count on 25 instructions");
     sock_fprog prog{sizeof code / sizeof code[0], code};
     if (setsockopt(fd_.get(), SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) != 0) {
       *why = std::string("FI_PMETH_GSO: filter: ") + strerror(errno);
@@ -576,8 +591,11 @@ class PacketWire final : public Wire {
     }
     const uint8_t* ip = p + 14;
     if (et != ETH_P_IP || len < kOuter || ip[0] != 0x45 || ip[9] != IPPROTO_UDP || (be16(ip + 6) & 0x3fff) ||
-        be16(ip + 12) || be16(ip + 14) || be16(ip + 22) != ethertype_) {
-      bad_.hdr++;  // not IPv4 without options from 0.0.0.0, not UDP to our port, or a fragment
+        be16(ip + 12) || be16(ip + 14) || memcmp(ip + 16, kGsoGroup, 4) != 0 || memcmp(p, mac_, 6) != 0 ||
+        be16(ip + 22) != ethertype_) {
+      // Not IPv4 without options from 0.0.0.0 to kGsoGroup and our MAC, not
+      // UDP to our port, or a fragment.
+      bad_.hdr++;
       return;
     }
     size_t said = be16(ip + 2);  // IPv4 total length
