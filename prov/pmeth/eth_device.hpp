@@ -291,7 +291,11 @@ class EthDevice final : public Device {
   void reset_peer(PeerId id, PacketSink* sink);
   void revive(PeerId id, uint64_t now, PacketSink& sink);
   bool deliver_held(PeerId id, PacketSink& sink);
-  bool authentic(const uint8_t* f, const PayloadHash& ph) const;
+  // `pre`: the MAC this frame's input gives, computed already (mac_burst).
+  bool authentic(const uint8_t* f, const PayloadHash& ph, const uint64_t* pre = nullptr) const;
+  // The MACs of a burst's frames without payload_mac, four at a time:
+  // pre[i] for frame i (has[i] false: not computed, too short).
+  void mac_burst(const Frame* fr, int n, uint64_t* pre, bool* has) const;
   void sign(uint8_t* f, const PayloadHash& ph) const;
   // The payload's keyed hash (payload_mac) of a frame as seal() took it.
   PayloadHash body_hash(const uint8_t* f, size_t len, const uint8_t* tail, size_t head) const;
@@ -323,7 +327,8 @@ class EthDevice final : public Device {
   void send_ctrl(Peer& p, uint8_t type, int rail = -1);
   void send_hello(Peer& p, uint8_t type);
   bool retransmit(Peer& p, uint32_t seq, int rail = -1, uint32_t* ts = nullptr);
-  void handle_frame(unsigned rail, const uint8_t* f, size_t len, PacketSink& sink, uint64_t now);
+  void handle_frame(unsigned rail, const uint8_t* f, size_t len, PacketSink& sink, uint64_t now,
+                    const uint64_t* pre_mac = nullptr);
   void handle_ack(Peer& p, const FrameHdr& h, uint64_t now);
   void start_recovery(Peer& p, uint32_t retx_ts);
   void resend_lost_tail(Peer& p, uint64_t now);
