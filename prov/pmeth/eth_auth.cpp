@@ -137,7 +137,7 @@ __attribute__((target("avx2,avx512f,avx512vl"))) void sip4_avx512(const AuthKey&
 bool has_avx2();
 bool has_avx512vl() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  return has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");  // it uses both
 }
 #endif
 

@@ -340,7 +340,7 @@ bool EthDevice::authentic(const uint8_t* f, const PayloadHash& ph, const uint64_
 // kBodyOff: the MACs of a burst are computed in groups of four (a short
 // group repeats its last input). The frames stay where they are (the ring
 // or the receive buffer) until handle_frame has seen them.
-void EthDevice::mac_burst(const Frame* fr, int n, uint64_t* pre, bool* has) const {
+void EthDevice::mac_burst(const Frame* fr, int n, uint64_t* pre, bool* has) {
   uint8_t m[4][kMacIn + 16];
   const uint8_t* msg[4];
   int idx[4], k = 0;
@@ -352,6 +352,7 @@ void EthDevice::mac_burst(const Frame* fr, int n, uint64_t* pre, bool* has) cons
       pre[idx[j]] = out[j];
       has[idx[j]] = true;
     }
+    st_.burst_macs += unsigned(k);
     k = 0;
   };
   for (int i = 0; i < n; i++) {
@@ -1616,7 +1617,8 @@ void EthDevice::append_stats(std::string& s, size_t max_peers) const {
            "injected=%llu tx_ring_full=%llu bad_mac=%llu replays=%llu held=%llu revived=%llu "
            "resets=%llu auth=%d bundled=%llu rx_bundles=%llu timer_passes=%llu timer_visits=%llu peers=%zu "
            "timed=%zu pooled_frames=%zu rx_ring_drops=%llu recoveries=%llu spurious_rto=%llu "
-           "recovery_resends=%llu adv_window=%u kicks=%llu kicked=%llu by_ref=%llu ack_asks=%llu nak_skips=%llu",
+           "recovery_resends=%llu adv_window=%u kicks=%llu kicked=%llu by_ref=%llu ack_asks=%llu nak_skips=%llu "
+           "burst_macs=%llu",
            (unsigned long long)st_.bad_len, (unsigned long long)st_.bad_version,
            (unsigned long long)st_.bad_job, (unsigned long long)st_.bad_ep, (unsigned long long)st_.bad_csum,
            (unsigned long long)st_.stale, (unsigned long long)st_.injected_drops,
@@ -1628,7 +1630,8 @@ void EthDevice::append_stats(std::string& s, size_t max_peers) const {
            (unsigned long long)ring_drops, (unsigned long long)st_.recoveries,
            (unsigned long long)st_.spurious_rto, (unsigned long long)st_.recovery_resends, unsigned(adv_window_),
            (unsigned long long)st_.kicks, (unsigned long long)st_.kicked, (unsigned long long)st_.by_ref,
-           (unsigned long long)st_.ack_asks, (unsigned long long)st_.nak_skips));
+           (unsigned long long)st_.ack_asks, (unsigned long long)st_.nak_skips,
+           (unsigned long long)st_.burst_macs));
   for (const Peer& p : peers_) {
     if (max_peers-- == 0) break;
     format_name(p.name, name);

@@ -295,7 +295,7 @@ class EthDevice final : public Device {
   bool authentic(const uint8_t* f, const PayloadHash& ph, const uint64_t* pre = nullptr) const;
   // The MACs of a burst's frames without payload_mac, four at a time:
   // pre[i] for frame i (has[i] false: not computed, too short).
-  void mac_burst(const Frame* fr, int n, uint64_t* pre, bool* has) const;
+  void mac_burst(const Frame* fr, int n, uint64_t* pre, bool* has);
   void sign(uint8_t* f, const PayloadHash& ph) const;
   // The payload's keyed hash (payload_mac) of a frame as seal() took it.
   PayloadHash body_hash(const uint8_t* f, size_t len, const uint8_t* tail, size_t head) const;
@@ -455,7 +455,7 @@ class EthDevice final : public Device {
              injected_drops = 0, tx_full = 0, bad_mac = 0, replays = 0, held = 0, revived = 0,
              resets = 0, bundled = 0, rx_bundles = 0, timer_visits = 0, timer_passes = 0,
              recoveries = 0, spurious_rto = 0, recovery_resends = 0, kicks = 0, kicked = 0,
-             by_ref = 0, ack_asks = 0, nak_skips = 0;
+             by_ref = 0, ack_asks = 0, nak_skips = 0, burst_macs = 0;
   } st_;
 };
 

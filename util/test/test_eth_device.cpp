@@ -1994,15 +1994,12 @@ Test(eth, siphash_of_four_at_once_matches_one_by_one) {
   uint64_t out[4];
   pm::eth::siphash24_x4(k, msg, 15, out);
   cr_assert_eq(out[2], 0xa129ca6149be45e5ull);
-  buf[3][59] ^= 1;  // one bit of lane 3's 60-byte input
+  pm::eth::siphash24_x4(k, msg, 60, out);
+  buf[3][59] ^= 1;  // one bit of lane 3's 60-byte input changes lane 3 only
   uint64_t after[4];
   pm::eth::siphash24_x4(k, msg, 60, after);
-  pm::eth::siphash24_x4(k, msg, 60, out);
-  cr_assert_eq(after[3], pm::eth::siphash24(k, buf[3], 60));
-  buf[3][59] ^= 1;
-  pm::eth::siphash24_x4(k, msg, 60, out);
   cr_assert_neq(after[3], out[3]);
-  cr_assert_eq(after[0], out[0]);
+  cr_assert(after[0] == out[0] && after[1] == out[1] && after[2] == out[2]);
 }
 
 // Same job id, same key: a session. A member with another key (or anyone
@@ -2725,10 +2722,14 @@ void forge_payload_under_the_same_sum(bool payload_mac) {
 }  // namespace
 
 // A burst's MACs are checked four at a time (mac_burst): each frame gets
-// its own verdict. Five genuine DATA frames, captured, reach B in one burst
-// of eight with three copies whose MAC was altered in between (lanes 1 and
-// 3 of the first four, one in the second group): exactly three bad_mac,
-// the five packets delivered once each, in order.
+// its own verdict. Ten genuine DATA frames, captured, reach B in two
+// bursts with copies whose header (inside the MAC's input, so that each
+// lane's input differs) was altered, between them and in every lane
+// position, and frames too short for a MAC that shift the groups: nine
+// MAC inputs in the first burst (two groups and a single one, hashed
+// alone), seven in the second (a group of three, padded). Exactly the
+// altered copies count as bad_mac, and the ten packets arrive once each,
+// in order; burst_macs shows the groups were used.
 Test(eth, each_frame_of_a_burst_gets_its_own_mac_verdict) {
   DeviceConfig cfg = auth_config("job-secret");
   g_a = open_dev(1, cfg);
@@ -2739,39 +2740,48 @@ Test(eth, each_frame_of_a_burst_gets_its_own_mac_verdict) {
   PeerId from_a = resolve(*g_b, *g_a);
   std::unique_ptr<Wire> mitm = open_wire(2, g_seg);  // opened last: B's frames come here
   g_raw = open_wire(kRawEp, g_seg);
-  for (int i = 1; i <= 5; i++) cr_assert_eq(send_pkt(*g_a, to_b, uint32_t(i), 100 + 10 * i), 0);
+  for (int i = 1; i <= 10; i++) cr_assert_eq(send_pkt(*g_a, to_b, uint32_t(i), 100 + 10 * i), 0);
   g_a->flush();
   std::vector<std::vector<uint8_t>> data;
-  for (int k = 0; k < 2000 && data.size() < 5; k++) {
+  for (int k = 0; k < 2000 && data.size() < 10; k++) {
     g_a->poll(g_ra, 64);
-    Frame fr[8];
-    int n = mitm->rx_burst(fr, 8);
+    Frame fr[16];
+    int n = mitm->rx_burst(fr, 16);
     for (int i = 0; i < n; i++) {
       FrameHdr h = pm::eth::decode_hdr(fr[i].data + pm::eth::kEthHdr);
-      if (h.type == pm::eth::kData && data.size() < 5) data.emplace_back(fr[i].data, fr[i].data + fr[i].len);
+      if (h.type == pm::eth::kData && data.size() < 10) data.emplace_back(fr[i].data, fr[i].data + fr[i].len);
     }
     mitm->rx_release();
     usleep(100);
   }
-  cr_assert_eq(data.size(), 5u, "the DATA frames were not seen");
+  cr_assert_eq(data.size(), 10u, "the DATA frames were not seen");
   mitm.reset();  // B's wire takes its frames again
   auto forged = [&](size_t i) {
     std::vector<uint8_t> f = data[i];
-    f[pm::eth::kEthHdr + pm::eth::kMacOff + 3] ^= 0x10;
+    f[pm::eth::kEthHdr + 20] ^= 0x10;  // a header byte: another MAC input, the same MAC field
     return f;
   };
-  std::vector<std::vector<uint8_t>> burst = {data[0], forged(1), data[1], forged(2), data[2], data[3], forged(4),
-                                             data[4]};
-  std::vector<Frame> fr;
-  for (auto& f : burst) fr.push_back(Frame{f.data(), f.size()});
-  uint64_t bad0 = dev_stat(*g_b, "bad_mac");
-  cr_assert_eq(g_raw->tx_burst(fr.data(), int(fr.size())), int(fr.size()));
-  g_raw->tx_flush();
+  std::vector<uint8_t> stub(data[0].begin(), data[0].begin() + 40);  // shorter than a MAC's input
+  auto send_burst = [&](const std::vector<std::vector<uint8_t>>& burst) {
+    std::vector<Frame> fr;
+    for (auto& f : burst) fr.push_back(Frame{f.data(), f.size()});
+    cr_assert_eq(g_raw->tx_burst(fr.data(), int(fr.size())), int(fr.size()));
+    g_raw->tx_flush();
+  };
+  uint64_t bad0 = dev_stat(*g_b, "bad_mac"), len0 = dev_stat(*g_b, "bad_len"), burst0 = dev_stat(*g_b, "burst_macs");
+  // MAC inputs: f0 F1 d1 F2 | d2 F3 d3 d4 | F4  (stubs skipped)
+  send_burst({data[0], forged(1), stub, data[1], forged(2), data[2], forged(3), data[3], data[4], stub, forged(4)});
   cr_assert(pump([&] { return g_rb.got.size() == 6; }), "%s", g_b->stats().c_str());
-  cr_assert_eq(dev_stat(*g_b, "bad_mac") - bad0, 3u, "%s", g_b->stats().c_str());
-  for (int i = 1; i <= 5; i++) check_pkt(g_rb.got[size_t(i)], from_a, uint32_t(i), 100 + 10 * i);
+  // MAC inputs: F5 d5 d6 d7 | F8 d8 d9  (a group of three)
+  send_burst({forged(5), data[5], stub, data[6], data[7], forged(8), data[8], data[9]});
+  cr_assert(pump([&] { return g_rb.got.size() == 11; }), "%s", g_b->stats().c_str());
+  cr_assert_eq(dev_stat(*g_b, "bad_mac") - bad0, 6u, "%s", g_b->stats().c_str());
+  cr_assert_eq(dev_stat(*g_b, "bad_len") - len0, 3u, "%s", g_b->stats().c_str());
+  cr_assert_geq(dev_stat(*g_b, "burst_macs") - burst0, 15u, "the bursts were not checked four at a time: %s",
+                g_b->stats().c_str());
+  for (int i = 1; i <= 10; i++) check_pkt(g_rb.got[size_t(i)], from_a, uint32_t(i), 100 + 10 * i);
   pump_for(0.05);
-  cr_assert_eq(g_rb.got.size(), 6u);  // nothing delivered twice (A's own frames are duplicates now)
+  cr_assert_eq(g_rb.got.size(), 11u);  // nothing delivered twice (A's own frames are duplicates now)
 }
 
 // With payload_mac the MAC covers the payload's keyed hash: the altered
