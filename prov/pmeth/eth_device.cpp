@@ -1021,7 +1021,7 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
   }
   PayloadHash ph;
   if (cfg_.payload_mac) ph = payload_hash(payload_key_, f + kBodyOff, h.len);  // h.len < kNhMaxPayload
-  if (!authentic(f, ph, cfg_.payload_mac ? nullptr : pre_mac)) {
+  if (!authentic(f, ph, pre_mac)) {  // pre_mac only without payload_mac (poll_busy)
     st_.bad_mac++;  // not from a member of this job (or altered)
     return;
   }

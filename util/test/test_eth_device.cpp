@@ -2662,32 +2662,55 @@ namespace {
 // B's id), alters its payload so that the frame sum stays (+d, -2d, +d to
 // lane 0 of three blocks in a row) and puts it on the wire in place of the
 // genuine one. The header, and so the MAC over it, is unchanged.
+// A and B under one job secret, packet 0 (`len` bytes) delivered; then an
+// attacker's two wires: `mitm`, of B's id (opened last: B's frames come to
+// it), and g_raw, to put frames on the segment.
+struct Intercept {
+  PeerId to_b, from_a;
+  std::unique_ptr<Wire> mitm;
+};
+Intercept intercept_a_to_b(const DeviceConfig& cfg, uint32_t len) {
+  g_a = open_dev(1, cfg);
+  g_b = open_dev(2, cfg);
+  Intercept x;
+  x.to_b = resolve(*g_a, *g_b);
+  send_blocking(*g_a, x.to_b, 0, len);
+  cr_assert(pump([&] { return g_rb.got.size() == 1; }));
+  x.from_a = resolve(*g_b, *g_a);
+  x.mitm = open_wire(2, g_seg);
+  g_raw = open_wire(kRawEp, g_seg);
+  return x;
+}
+
+// The first `want` DATA frames from A that the mitm wire takes whose
+// payload is longer than `min_len`, whole (A is polled meanwhile).
+std::vector<std::vector<uint8_t>> take_data_frames(Wire& mitm, size_t want, size_t min_len) {
+  std::vector<std::vector<uint8_t>> got;
+  for (int k = 0; k < 2000 && got.size() < want; k++) {
+    g_a->poll(g_ra, 64);
+    Frame fr[16];
+    int n = mitm.rx_burst(fr, 16);
+    for (int i = 0; i < n; i++) {
+      FrameHdr h = pm::eth::decode_hdr(fr[i].data + pm::eth::kEthHdr);
+      if (h.type == pm::eth::kData && h.len > min_len && got.size() < want)
+        got.emplace_back(fr[i].data, fr[i].data + fr[i].len);
+    }
+    mitm.rx_release();
+    usleep(100);
+  }
+  cr_assert_eq(got.size(), want, "the DATA frames were not seen");
+  return got;
+}
+
 void forge_payload_under_the_same_sum(bool payload_mac) {
   DeviceConfig cfg = auth_config("job-secret");
   cfg.payload_mac = payload_mac;
-  g_a = open_dev(1, cfg);
-  g_b = open_dev(2, cfg);
-  PeerId to_b = resolve(*g_a, *g_b);
-  send_blocking(*g_a, to_b, 0, 300);
-  cr_assert(pump([&] { return g_rb.got.size() == 1; }));
-  PeerId from_a = resolve(*g_b, *g_a);
-  std::unique_ptr<Wire> mitm = open_wire(2, g_seg);  // opened last: B's frames come here
-  g_raw = open_wire(kRawEp, g_seg);
+  Intercept x = intercept_a_to_b(cfg, 300);
+  PeerId to_b = x.to_b, from_a = x.from_a;
+  std::unique_ptr<Wire> mitm = std::move(x.mitm);
   cr_assert_eq(send_pkt(*g_a, to_b, 1, 300), 0);
   g_a->flush();
-  std::vector<uint8_t> f;
-  for (int k = 0; k < 2000 && f.empty(); k++) {
-    g_a->poll(g_ra, 64);
-    Frame fr[8];
-    int n = mitm->rx_burst(fr, 8);
-    for (int i = 0; i < n; i++) {
-      FrameHdr h = pm::eth::decode_hdr(fr[i].data + pm::eth::kEthHdr);
-      if (h.type == pm::eth::kData && h.len > 200 && f.empty()) f.assign(fr[i].data, fr[i].data + fr[i].len);
-    }
-    mitm->rx_release();
-    usleep(100);
-  }
-  cr_assert(!f.empty(), "the DATA frame was not seen");
+  std::vector<uint8_t> f = std::move(take_data_frames(*mitm, 1, 200)[0]);
   FrameHdr h = pm::eth::decode_hdr(f.data() + pm::eth::kEthHdr);
   uint8_t* body = f.data() + kBody;
   uint32_t sum = pm::eth::payload_sum(body, h.len);
@@ -2731,31 +2754,12 @@ void forge_payload_under_the_same_sum(bool payload_mac) {
 // altered copies count as bad_mac, and the ten packets arrive once each,
 // in order; burst_macs shows the groups were used.
 Test(eth, each_frame_of_a_burst_gets_its_own_mac_verdict) {
-  DeviceConfig cfg = auth_config("job-secret");
-  g_a = open_dev(1, cfg);
-  g_b = open_dev(2, cfg);
-  PeerId to_b = resolve(*g_a, *g_b);
-  send_blocking(*g_a, to_b, 0, 100);
-  cr_assert(pump([&] { return g_rb.got.size() == 1; }));
-  PeerId from_a = resolve(*g_b, *g_a);
-  std::unique_ptr<Wire> mitm = open_wire(2, g_seg);  // opened last: B's frames come here
-  g_raw = open_wire(kRawEp, g_seg);
-  for (int i = 1; i <= 10; i++) cr_assert_eq(send_pkt(*g_a, to_b, uint32_t(i), 100 + 10 * i), 0);
+  Intercept x = intercept_a_to_b(auth_config("job-secret"), 100);
+  for (int i = 1; i <= 10; i++) cr_assert_eq(send_pkt(*g_a, x.to_b, uint32_t(i), 100 + 10 * i), 0);
   g_a->flush();
-  std::vector<std::vector<uint8_t>> data;
-  for (int k = 0; k < 2000 && data.size() < 10; k++) {
-    g_a->poll(g_ra, 64);
-    Frame fr[16];
-    int n = mitm->rx_burst(fr, 16);
-    for (int i = 0; i < n; i++) {
-      FrameHdr h = pm::eth::decode_hdr(fr[i].data + pm::eth::kEthHdr);
-      if (h.type == pm::eth::kData && data.size() < 10) data.emplace_back(fr[i].data, fr[i].data + fr[i].len);
-    }
-    mitm->rx_release();
-    usleep(100);
-  }
-  cr_assert_eq(data.size(), 10u, "the DATA frames were not seen");
-  mitm.reset();  // B's wire takes its frames again
+  std::vector<std::vector<uint8_t>> data = take_data_frames(*x.mitm, 10, 0);
+  x.mitm.reset();  // B's wire takes its frames again
+  PeerId from_a = x.from_a;
   auto forged = [&](size_t i) {
     std::vector<uint8_t> f = data[i];
     f[pm::eth::kEthHdr + 20] ^= 0x10;  // a header byte: another MAC input, the same MAC field
