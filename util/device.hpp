@@ -67,6 +67,10 @@ class Device {
   // Largest payload of one packet: to any peer, and to this one.
   virtual size_t max_payload() const noexcept = 0;
   virtual size_t max_payload(PeerId) const noexcept { return max_payload(); }
+  // Largest payload of one packet with this header to this peer (its
+  // seg_len aside): at least max_payload(peer), more where the device
+  // encodes this header in fewer bytes than its longest (pmeth's frames).
+  virtual size_t max_payload(PeerId peer, const PktHdr&) const noexcept { return max_payload(peer); }
   // Largest payload of one packet taken from this peer: more than what is
   // sent to it where the peer may send larger ones (pmeth's GSO mode sends
   // 42 bytes less per frame to peers in it; a peer may not know yet, or

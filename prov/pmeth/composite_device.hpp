@@ -46,6 +46,9 @@ class CompositeDevice final : public Device {
   size_t max_payload(PeerId peer) const noexcept override {
     return on(peer, [](auto& d, PeerId q) { return d.max_payload(q); });
   }
+  size_t max_payload(PeerId peer, const PktHdr& h) const noexcept override {
+    return on(peer, [&](auto& d, PeerId q) { return d.max_payload(q, h); });
+  }
   size_t rx_max_payload(PeerId peer) const noexcept override {
     return on(peer, [](auto& d, PeerId q) { return d.rx_max_payload(q); });
   }

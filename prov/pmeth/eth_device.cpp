@@ -431,14 +431,16 @@ void EthDevice::send_hello(Peer& p, uint8_t type) {
 
 int EthDevice::send_frame(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
                           size_t len, bool ref) noexcept {
-  if (peer >= peers_.size() || len > max_payload(peer)) return -FI_EINVAL;
+  if (peer >= peers_.size() || len > max_payload(peer, hdr)) return -FI_EINVAL;
   Peer& p = peers_[peer];
-  size_t flen = kFrameOverhead + len;
+  size_t clen = core_len(hdr);
+  size_t at = kBodyOff + clen;  // the payload's place in the frame
+  size_t flen = at + len;
   if (!cfg_.reliable) {
     uint8_t* f = scratch_.data();
-    build_hdr(f, p, kDgram, 0, uint16_t(kCoreHdr + len));
+    build_hdr(f, p, kDgram, 0, uint16_t(clen + len));
     encode_core(f + kBodyOff, hdr);
-    iov_copy_from(iov, iovcnt, offset, f + kFrameOverhead, len);
+    iov_copy_from(iov, iovcnt, offset, f + at, len);
     seal(f, flen);
     if (!emit(p, 0, f, flen)) return -FI_EAGAIN;
     p.tx_frames++;
@@ -469,7 +471,7 @@ int EthDevice::send_frame(PeerId peer, const PktHdr& hdr, const struct iovec* io
     // Into the open frame when it has room (the first packet then becomes
     // the first record of a bundle).
     TxSlot& o = p.ring[open_.seq % cfg_.window];
-    size_t add = kRecHdr + kCoreHdr + len + (open_.recs == 1 ? kRecHdr : 0);
+    size_t add = kRecHdr + clen + len + (open_.recs == 1 ? kRecHdr : 0);
     if (o.seq == open_.seq && bundleable(len) && open_.len + add <= kFrameOverhead + max_payload(peer)) {
       uint8_t* f = o.frame.get();
       if (open_.recs == 1) {
@@ -479,10 +481,10 @@ int EthDevice::send_frame(PeerId peer, const PktHdr& hdr, const struct iovec* io
         f[kEthHdr + 2] |= kFlagBundle;
         open_.len += kRecHdr;
       }
-      put16(f + open_.len, uint16_t(kCoreHdr + len));
+      put16(f + open_.len, uint16_t(clen + len));
       encode_core(f + open_.len + kRecHdr, hdr);
-      iov_copy_from(iov, iovcnt, offset, f + open_.len + kRecHdr + kCoreHdr, len);
-      open_.len += kRecHdr + kCoreHdr + len;
+      iov_copy_from(iov, iovcnt, offset, f + open_.len + kRecHdr + clen, len);
+      open_.len += kRecHdr + clen + len;
       open_.recs++;
       p.tx_bytes += add;
       st_.bundled++;
@@ -514,11 +516,11 @@ int EthDevice::send_frame(PeerId peer, const PktHdr& hdr, const struct iovec* io
   unlend(s);
   if (!s.frame) s.frame = take_frame();
   uint8_t* f = s.frame.get();
-  build_hdr(f, p, kData, p.next_seq, uint16_t(kCoreHdr + len), now);
+  build_hdr(f, p, kData, p.next_seq, uint16_t(clen + len), now);
   encode_core(f + kBodyOff, hdr);
-  s.tail = ref && len && !bundleable(len) ? ref_tail(iov, iovcnt, offset, len, &s.head) : nullptr;
-  if (s.tail) iov_copy_from(iov, iovcnt, offset, f + kFrameOverhead, s.head - kFrameOverhead);
-  else iov_copy_from(iov, iovcnt, offset, f + kFrameOverhead, len);
+  s.tail = ref && len && !bundleable(len) ? ref_tail(iov, iovcnt, offset, len, at, &s.head) : nullptr;
+  if (s.tail) iov_copy_from(iov, iovcnt, offset, f + at, s.head - at);
+  else iov_copy_from(iov, iovcnt, offset, f + at, len);
   unsigned rail = 0;
   if (bundleable(len)) {
     // A small packet: the frame stays open for more until flush().
@@ -558,19 +560,19 @@ int EthDevice::send_frame(PeerId peer, const PktHdr& hdr, const struct iovec* io
 // Where the payload [offset, offset+len) of iov can stay: all of it in one
 // entry, or all but a short first part (an RMA write's offset), which the
 // frame then carries (*head: the frame's bytes before the tail).
-const uint8_t* EthDevice::ref_tail(const struct iovec* iov, size_t iovcnt, size_t offset, size_t len,
+const uint8_t* EthDevice::ref_tail(const struct iovec* iov, size_t iovcnt, size_t offset, size_t len, size_t at,
                                    uint16_t* head) noexcept {
   size_t first = 0;
   const void* t = iov_at(iov, iovcnt, offset, &first);
   if (!t) return nullptr;
   if (len <= first) {
-    *head = uint16_t(kFrameOverhead);
+    *head = uint16_t(at);
     return static_cast<const uint8_t*>(t);
   }
   if (first > kMaxRefHead) return nullptr;
   t = iov_contiguous(iov, iovcnt, offset + first, len - first);
   if (!t) return nullptr;
-  *head = uint16_t(kFrameOverhead + first);
+  *head = uint16_t(at + first);
   return static_cast<const uint8_t*>(t);
 }
 
@@ -870,10 +872,11 @@ void EthDevice::kick_senders(uint64_t now) {
 // handle_frame) goes record by record: when the endpoint has no room for
 // one, the records before it stay delivered (rx_part) and the frame waits.
 bool EthDevice::deliver(PeerId id, uint8_t flags, const uint8_t* body, size_t len, PacketSink& sink) {
+  // handle_frame checked that the core header fits (core_fits, bundle_valid).
+  PktHdr h;
   if (!(flags & kFlagBundle)) {
-    if (len < kCoreHdr) return true;
-    PktHdr h = decode_core(body);
-    RxPacket pkt{up_id(id), &h, body + kCoreHdr, len - kCoreHdr};
+    size_t n = decode_core(body, len, &h);
+    RxPacket pkt{up_id(id), &h, body + n, len - n};
     return sink.on_packet(pkt);
   }
   size_t off = 0;
@@ -884,8 +887,8 @@ bool EthDevice::deliver(PeerId id, uint8_t flags, const uint8_t* body, size_t le
     const uint8_t* rec = body + off + kRecHdr;
     off += kRecHdr + r;
     if (k++ < done) continue;
-    PktHdr h = decode_core(rec);
-    RxPacket pkt{up_id(id), &h, rec + kCoreHdr, r - kCoreHdr};
+    size_t n = decode_core(rec, r, &h);
+    RxPacket pkt{up_id(id), &h, rec + n, r - n};
     if (!sink.on_packet(pkt)) {
       peers_[id].rx_part = uint16_t(k - 1);
       return false;
@@ -1036,8 +1039,8 @@ void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, Packet
       return;
     }
   }
-  if ((h.type == kData || h.type == kDgram) && h.len < kCoreHdr) {
-    st_.bad_len++;  // no room for the core header: would consume a seq and vanish
+  if ((h.type == kData || h.type == kDgram) && !(h.flags & kFlagBundle) && !core_fits(f + kBodyOff, h.len)) {
+    st_.bad_len++;  // no room for its core header: would consume a seq and vanish
     return;
   }
   if (h.type < kData || h.type > kDgram || (h.type == kNak && h.len < 8)) {

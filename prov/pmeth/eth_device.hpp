@@ -108,7 +108,12 @@ class EthDevice final : public Device {
   size_t max_payload(PeerId peer) const noexcept override {
     return peer < peers_.size() && gso_to(peers_[peer]) ? max_payload_ : link_payload_;
   }
-  size_t rx_max_payload(PeerId) const noexcept override { return link_payload_; }
+  // These count the core header's longest encoding (kCoreHdr); a header
+  // that encodes shorter (encode_core) leaves room for more payload.
+  size_t max_payload(PeerId peer, const PktHdr& h) const noexcept override {
+    return max_payload(peer) + kCoreHdr - core_len(h);
+  }
+  size_t rx_max_payload(PeerId) const noexcept override { return link_payload_ + kCoreHdr - kCoreMin; }
   size_t rndv_threshold(PeerId, size_t) const noexcept override { return cfg_.rndv_threshold; }
   int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,
            size_t len) noexcept override {
@@ -304,7 +309,8 @@ class EthDevice final : public Device {
   void seal(uint8_t* f, size_t len, const uint8_t* tail = nullptr, size_t head = 0);
   // send_ref: at most this much of a payload's start is copied into the frame.
   static constexpr size_t kMaxRefHead = 64;
-  static const uint8_t* ref_tail(const struct iovec* iov, size_t iovcnt, size_t offset, size_t len,
+  // `at`: where the payload begins in the frame (after its core header).
+  static const uint8_t* ref_tail(const struct iovec* iov, size_t iovcnt, size_t offset, size_t len, size_t at,
                                  uint16_t* head) noexcept;
   int send_frame(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset, size_t len,
                  bool ref) noexcept;

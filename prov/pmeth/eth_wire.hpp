@@ -19,7 +19,8 @@
 //     Ethernet addresses and header bytes 0..47, then with the payload MAC
 //     the payload's keyed hash; 0 when authentication is off; see
 //     eth_auth.hpp)
-//  DATA and DGRAM frames: then the 48-byte core packet header, then payload.
+//  DATA and DGRAM frames: then the core packet header (27 to 45 bytes, see
+//  encode_core), then payload.
 //  A DATA frame with flag kFlagBundle carries several core packets (the
 //  seed's "network burst"): records of [length (u16) | core header |
 //  payload], the length counting the core header and payload; the records
@@ -35,32 +36,23 @@
 
 namespace pm::eth {
 
-constexpr uint8_t kWireVersion = 3;  // 3: GSO packets to kGsoGroup, the payload MAC
+// 3: GSO packets to kGsoGroup, the payload MAC; 4: the core header in 27
+// to 45 bytes instead of 48
+constexpr uint8_t kWireVersion = 4;
 constexpr uint16_t kDefaultEtherType = 0x88B5;
 constexpr size_t kEthHdr = 14;
 constexpr size_t kPmHdr = 56;
 constexpr size_t kMacOff = 48;  // of the MAC inside the pmeth header
-constexpr size_t kCoreHdr = sizeof(PktHdr);
-constexpr size_t kFrameOverhead = kEthHdr + kPmHdr + kCoreHdr;  // before payload
+// The core header's encoding (encode_core): kCoreMin bytes at least, kCoreHdr
+// at most.
+constexpr size_t kCoreMin = 27;
+constexpr size_t kCoreHdr = 45;
+constexpr size_t kFrameOverhead = kEthHdr + kPmHdr + kCoreHdr;  // before payload, at most
 
 // Header flags (byte 2); any other bit makes the frame invalid.
 constexpr uint8_t kFlagBundle = 0x01;
 constexpr uint8_t kKnownFlags = kFlagBundle;
 constexpr size_t kRecHdr = 2;  // a bundled record's length
-
-// Whether a bundle's records tile its body exactly, each holding at least
-// a core header: walked once, before anything is delivered.
-inline bool bundle_valid(const uint8_t* body, size_t len) {
-  size_t off = 0, n = 0;
-  while (off < len) {
-    if (len - off < kRecHdr) return false;
-    size_t r = size_t(body[off]) | (size_t(body[off + 1]) << 8);
-    if (r < sizeof(PktHdr) || r > len - off - kRecHdr) return false;
-    off += kRecHdr + r;
-    n++;
-  }
-  return n >= 2;
-}
 
 enum FrameType : uint8_t {
   kData = 1,       // reliable: seq, core header, payload
@@ -153,31 +145,123 @@ inline FrameHdr decode_hdr(const uint8_t* p) {
   return h;
 }
 
-// The core header travels in explicit byte order too.
-inline void encode_core(uint8_t* p, const PktHdr& h) {
+// The core header travels in explicit byte order too, and only what it
+// holds: 27 bytes for a message's packet (no CQ data, lengths and offsets
+// below 4 GiB), 45 at most (a one-sided operation's address is 64-bit):
+//   0 op   1 flags   2 which fields are wide or present (kCore*)
+//   3 msg_id (u64)   11 tag (u64)
+//  19 msg_len (u32, or u64 with kCoreLenWide)
+//     offset (u32, or u64 with kCoreOffWide)
+//     cq_data (u64, with kCoreCq; else 0)
+//     reserved (u16, with kCoreRes; else 0)
+// seg_len is not carried: it is the payload's length (the core refuses a
+// packet whose seg_len differs, check_packet).
+constexpr uint8_t kCoreLenWide = 0x01, kCoreOffWide = 0x02, kCoreCq = 0x04, kCoreRes = 0x08;
+constexpr uint8_t kCoreKnown = kCoreLenWide | kCoreOffWide | kCoreCq | kCoreRes;
+
+inline uint8_t core_enc(const PktHdr& h) {
+  return uint8_t((h.msg_len >> 32 ? kCoreLenWide : 0) | (h.offset >> 32 ? kCoreOffWide : 0) |
+                 (h.cq_data ? kCoreCq : 0) | (h.reserved ? kCoreRes : 0));
+}
+inline size_t core_len_of(uint8_t enc) {
+  return kCoreMin + (enc & kCoreLenWide ? 4 : 0) + (enc & kCoreOffWide ? 4 : 0) + (enc & kCoreCq ? 8 : 0) +
+         (enc & kCoreRes ? 2 : 0);
+}
+// The bytes encode_core writes for h.
+inline size_t core_len(const PktHdr& h) { return core_len_of(core_enc(h)); }
+
+// Writes h at p (core_len(h) bytes); returns that length.
+inline size_t encode_core(uint8_t* p, const PktHdr& h) {
+  uint8_t enc = core_enc(h);
   p[0] = h.op;
   p[1] = h.flags;
-  put16(p + 2, h.reserved);
-  put32(p + 4, h.seg_len);
-  put64(p + 8, h.msg_id);
-  put64(p + 16, h.tag);
-  put64(p + 24, h.cq_data);
-  put64(p + 32, h.msg_len);
-  put64(p + 40, h.offset);
+  p[2] = enc;
+  put64(p + 3, h.msg_id);
+  put64(p + 11, h.tag);
+  size_t o = 19;
+  if (enc & kCoreLenWide) {
+    put64(p + o, h.msg_len);
+    o += 8;
+  } else {
+    put32(p + o, uint32_t(h.msg_len));
+    o += 4;
+  }
+  if (enc & kCoreOffWide) {
+    put64(p + o, h.offset);
+    o += 8;
+  } else {
+    put32(p + o, uint32_t(h.offset));
+    o += 4;
+  }
+  if (enc & kCoreCq) {
+    put64(p + o, h.cq_data);
+    o += 8;
+  }
+  if (enc & kCoreRes) {
+    put16(p + o, h.reserved);
+    o += 2;
+  }
+  return o;
 }
 
-inline PktHdr decode_core(const uint8_t* p) {
+// The core header's length at p, a record of `avail` bytes (header and
+// payload): 0 when it does not fit or names a field not defined.
+inline size_t core_fits(const uint8_t* p, size_t avail) {
+  if (avail < kCoreMin || (p[2] & ~kCoreKnown)) return 0;
+  size_t n = core_len_of(p[2]);
+  return n <= avail ? n : 0;
+}
+
+// Decodes the record at p of `avail` bytes that core_fits accepted:
+// seg_len is the payload's length (avail minus the header). Returns the
+// header's length.
+inline size_t decode_core(const uint8_t* p, size_t avail, PktHdr* out) {
   PktHdr h{};
+  uint8_t enc = p[2];
   h.op = p[0];
   h.flags = p[1];
-  h.reserved = get16(p + 2);
-  h.seg_len = get32(p + 4);
-  h.msg_id = get64(p + 8);
-  h.tag = get64(p + 16);
-  h.cq_data = get64(p + 24);
-  h.msg_len = get64(p + 32);
-  h.offset = get64(p + 40);
-  return h;
+  h.msg_id = get64(p + 3);
+  h.tag = get64(p + 11);
+  size_t o = 19;
+  if (enc & kCoreLenWide) {
+    h.msg_len = get64(p + o);
+    o += 8;
+  } else {
+    h.msg_len = get32(p + o);
+    o += 4;
+  }
+  if (enc & kCoreOffWide) {
+    h.offset = get64(p + o);
+    o += 8;
+  } else {
+    h.offset = get32(p + o);
+    o += 4;
+  }
+  if (enc & kCoreCq) {
+    h.cq_data = get64(p + o);
+    o += 8;
+  }
+  if (enc & kCoreRes) {
+    h.reserved = get16(p + o);
+    o += 2;
+  }
+  h.seg_len = uint32_t(avail - o);
+  *out = h;
+  return o;
+}
+
+// Whether a bundle's records tile its body exactly, each holding a whole
+// core header (core_fits): walked once, before anything is delivered.
+inline bool bundle_valid(const uint8_t* body, size_t len) {
+  size_t off = 0, n = 0;
+  while (off < len) {
+    if (len - off < kRecHdr) return false;
+    size_t r = size_t(body[off]) | (size_t(body[off + 1]) << 8);
+    if (r > len - off - kRecHdr || !core_fits(body + off + kRecHdr, r)) return false;
+    off += kRecHdr + r;
+    n++;
+  }
+  return n >= 2;
 }
 
 // Wrap-safe comparison of 32-bit sequence numbers.

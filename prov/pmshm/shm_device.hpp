@@ -54,6 +54,7 @@ class ShmDevice final : public Device {
   // The same for every peer, declared here so that calls on this (final)
   // type, the composite device's, are direct.
   size_t max_payload(PeerId) const noexcept override { return cfg_.region.chunk_size; }
+  size_t max_payload(PeerId, const PktHdr&) const noexcept override { return cfg_.region.chunk_size; }
   size_t rx_max_payload(PeerId) const noexcept override { return cfg_.region.chunk_size; }
   size_t rndv_threshold(PeerId, size_t thr) const noexcept override { return thr; }
   int send(PeerId peer, const PktHdr& hdr, const struct iovec* iov, size_t iovcnt, size_t offset,

@@ -175,7 +175,7 @@ bool Endpoint::advance_tx(TxOp* op) {
     return rc < 0 ? failed(rc) : wait_reply();
   }
   if (op->hdr.op == kPktWrite) {  // segments, each led by its offset
-    size_t maxp = dev_->max_payload(op->peer) - 8;
+    size_t maxp = dev_->max_payload(op->peer, op->hdr) - 8;
     do {
       size_t seg = std::min(maxp, len - op->sent);
       uint8_t off[8];
@@ -226,18 +226,17 @@ bool Endpoint::advance_tx(TxOp* op) {
     waiting_.push_back(op);
     return true;
   }
-  size_t maxp = dev_->max_payload(op->peer);
   // An eager message of rendezvous size (a device that sends those eagerly,
   // Device::rndv_threshold) may stay in the user's buffer, as a rendezvous'
   // data would: it then completes once the peer has it all (sent_all).
   bool ref = !op->injected && len > rndv_threshold_;
   do {
-    size_t seg = std::min(maxp, len - op->sent);
     PktHdr h = op->hdr;
     if (op->sent) {
       h.op = kPktData;
       h.offset = op->sent;
     }
+    size_t seg = std::min(dev_->max_payload(op->peer, h), len - op->sent);
     h.seg_len = uint32_t(seg);
     int rc = ref ? dev_->send_ref(op->peer, h, op->iov, op->iovcnt, op->sent, seg)
                  : dev_->send(op->peer, h, op->iov, op->iovcnt, op->sent, seg);
@@ -325,13 +324,12 @@ void Endpoint::progress_tx() {
 void Endpoint::progress_streams() {
   for (TxOp* op = streams_.front(); op;) {
     TxOp* next = streams_.next(op);
-    size_t maxp = dev_->max_payload(op->peer);
     bool failed = false;
     while (op->sent < op->limit) {
-      size_t seg = std::min(maxp, op->limit - op->sent);
       PktHdr h = op->hdr;
       if (h.op != kPktReadResp) h.op = kPktData;  // read responses keep theirs
       h.offset = op->sent;
+      size_t seg = std::min(dev_->max_payload(op->peer, h), op->limit - op->sent);
       h.seg_len = uint32_t(seg);
       // A message's data may stay in the user's buffer until the peer has
       // it (the device then reads it again for a resend): the send

@@ -332,15 +332,20 @@ Test(eth, handshake_then_byte_exact_delivery) {
   cr_assert_eq(peer_stat(*g_b, 1, "rx_frames"), 2u);
   cr_assert_eq(peer_stat(*g_b, 1, "tx_frames"), 2u);
 
-  // Zero-length and maximal payloads; one byte more is refused.
+  // Zero-length and maximal payloads; one byte more is refused. The most
+  // a packet carries depends on its header's encoding (make_hdr's: 41 of
+  // the 45 bytes at most, encode_core).
+  size_t most7 = g_a->max_payload(to_b, make_hdr(7, 0)), most8 = g_a->max_payload(to_b, make_hdr(8, 0));
+  cr_assert_eq(most7, kMaxPayload + pm::eth::kCoreHdr - pm::eth::core_len(make_hdr(7, 0)));
+  cr_assert_eq(most7, kMaxPayload + 4);
   cr_assert_eq(send_pkt(*g_a, to_b, 6, 0), 0);
-  cr_assert_eq(send_pkt(*g_a, to_b, 7, kMaxPayload), 0);
-  cr_assert_eq(send_pkt(*g_a, to_b, 8, kMaxPayload + 1), -FI_EINVAL);
+  cr_assert_eq(send_pkt(*g_a, to_b, 7, most7), 0);
+  cr_assert_eq(send_pkt(*g_a, to_b, 8, most8 + 1), -FI_EINVAL);
   cr_assert_eq(send_pkt(*g_a, to_b + 100, 8, 1), -FI_EINVAL);
   cr_assert_eq(g_b->poll(g_rb, 64), 2);
   cr_assert_eq(g_rb.got.size(), 3u);
   check_pkt(g_rb.got[1], from_a, 6, 0);
-  check_pkt(g_rb.got[2], from_a, 7, kMaxPayload);
+  check_pkt(g_rb.got[2], from_a, 7, most7);
   cr_assert_eq(g_a->poll(g_ra, 64), 1);
   cr_assert_eq(g_a->tx_state(to_b, 3), 1);
 
@@ -1247,10 +1252,11 @@ std::vector<uint8_t> raw_frame(FrameHdr h, const std::vector<uint8_t>& body, boo
 }
 
 std::vector<uint8_t> data_body(uint64_t i, size_t len) {
-  std::vector<uint8_t> b(pm::eth::kCoreHdr + len);
-  pm::eth::encode_core(b.data(), make_hdr(i, len));
+  PktHdr h = make_hdr(i, len);
+  std::vector<uint8_t> b(pm::eth::core_len(h) + len);
+  size_t n = pm::eth::encode_core(b.data(), h);
   std::vector<uint8_t> p = payload(i, len);
-  if (len) memcpy(b.data() + pm::eth::kCoreHdr, p.data(), len);
+  if (len) memcpy(b.data() + n, p.data(), len);
   return b;
 }
 
@@ -1579,7 +1585,7 @@ Test(eth, data_shorter_than_the_core_header_is_counted, .disabled = true) {
   uint32_t dev_epoch = rx[0].h.src_epoch;
   Drops w = drops(*g_a);
   std::vector<uint8_t> body = data_body(1, 0);
-  body.resize(pm::eth::kCoreHdr - 1);
+  body.resize(pm::eth::kCoreMin - 1);
   inject(*g_a, raw_frame(raw_hdr(pm::eth::kData, 10, dev_epoch, 1, 1), body));
   cr_assert_eq(g_ra.got.size(), 0u);
   w.bad_len++;
@@ -1661,7 +1667,7 @@ Test(eth, dgram_needs_no_handshake) {
   PeerId to_b = resolve(*g_a, *g_b);
   cr_assert_eq(send_pkt(*g_a, to_b, 0, 100), 0);
   cr_assert_eq(send_pkt(*g_a, to_b, 1, kMaxPayload), 0);
-  cr_assert_eq(send_pkt(*g_a, to_b, 2, kMaxPayload + 1), -FI_EINVAL);
+  cr_assert_eq(send_pkt(*g_a, to_b, 2, g_a->max_payload(to_b, make_hdr(2, 0)) + 1), -FI_EINVAL);
   cr_assert_eq(g_a->tx_ticket(to_b), 0u);
   cr_assert_eq(g_a->tx_state(to_b, 0), 1);
   cr_assert_eq(g_b->poll(g_rb, 64), 2);
@@ -1965,6 +1971,63 @@ Test(eth, siphash_matches_the_reference_vector) {
   cr_assert_neq(pm::eth::job_id(pm::eth::derive_key("a", 1)), pm::eth::job_id(pm::eth::derive_key("b", 1)));
 }
 
+// The core header's encoding (wire version 4): every combination of wide
+// and present fields, and every op and flags byte, decodes to the header
+// that was encoded (seg_len: the payload's length); the length is what
+// core_len says; one byte short, or an undefined field named, does not fit.
+Test(eth, core_header_encoding_round_trips_every_form) {
+  std::mt19937_64 rng(7);
+  for (unsigned form = 0; form < 16; form++)
+    for (unsigned byte = 0; byte < 256; byte++) {
+      PktHdr h{};
+      h.op = uint8_t(byte);
+      h.flags = uint8_t(255 - byte);
+      h.msg_id = rng();
+      h.tag = rng();
+      h.msg_len = form & 1 ? (rng() | (uint64_t(1) << 32)) : uint32_t(rng());
+      h.offset = form & 2 ? (rng() | (uint64_t(1) << 63)) : uint32_t(rng());
+      h.cq_data = form & 4 ? rng() | 1 : 0;
+      h.reserved = form & 8 ? uint16_t(rng() | 1) : 0;
+      size_t plen = byte % 7;
+      h.seg_len = uint32_t(plen);
+      size_t want = pm::eth::kCoreMin + (form & 1 ? 4 : 0) + (form & 2 ? 4 : 0) + (form & 4 ? 8 : 0) + (form & 8 ? 2 : 0);
+      cr_assert_eq(pm::eth::core_len(h), want);
+      cr_assert_leq(want, pm::eth::kCoreHdr);
+      std::vector<uint8_t> b(want + plen + 8, 0xcc);
+      cr_assert_eq(pm::eth::encode_core(b.data(), h), want);
+      cr_assert_eq(b[want], 0xcc, "encode_core wrote past its length");
+      cr_assert_eq(pm::eth::core_fits(b.data(), want + plen), want);
+      cr_assert_eq(pm::eth::core_fits(b.data(), want - 1), 0u, "form %u: a byte short fits", form);
+      PktHdr d;
+      cr_assert_eq(pm::eth::decode_core(b.data(), want + plen, &d), want);
+      cr_assert(memcmp(&d, &h, sizeof h) == 0, "form %u byte %u: decoded differs", form, byte);
+      for (uint8_t bit = 0x10; bit; bit = uint8_t(bit << 1)) {
+        std::vector<uint8_t> o = b;
+        o[2] |= bit;
+        cr_assert_eq(pm::eth::core_fits(o.data(), o.size()), 0u, "undefined field 0x%x taken", bit);
+      }
+    }
+}
+
+// A packet carries as much more payload as its header encodes shorter: a
+// message's (27 bytes) 18 more than the longest header leaves.
+Test(eth, max_payload_counts_the_header_encoding) {
+  g_a = open_dev(10);
+  g_b = open_dev(20);
+  PeerId to_b = g_a->resolve(g_b->name(), g_b->name_len());
+  PktHdr m{};
+  m.op = pm::kPktData;
+  m.msg_len = 1 << 20;
+  m.offset = 4096;
+  cr_assert_eq(g_a->max_payload(to_b, m), g_a->max_payload(to_b) + 18);
+  PktHdr w = m;
+  w.op = pm::kPktWrite;
+  w.offset = 0x7f0000001000ull;  // an address
+  w.cq_data = 5;
+  cr_assert_eq(g_a->max_payload(to_b, w), g_a->max_payload(to_b) + 6);
+  cr_assert_eq(g_a->rx_max_payload(to_b), g_a->max_payload(to_b) + 18);
+}
+
 // Four messages at once (the receive burst's MAC check) give what one at a
 // time gives, on every path the CPU has: every length to 100 (the frames' MAC input is 60 bytes), the
 // reference vector in one lane, messages that differ in one lane only.
@@ -2171,9 +2234,30 @@ Test(eth, forged_bundles_are_dropped_whole) {
   {
     std::vector<uint8_t> b;
     rec(b, r1, r1.size());
-    std::vector<uint8_t> tiny(pm::eth::kCoreHdr - 1, 0);
+    std::vector<uint8_t> tiny(pm::eth::kCoreMin - 1, 0);
     rec(b, tiny, tiny.size());
     cases.push_back({"record without a core header", b, pm::eth::kFlagBundle, pm::eth::kData, false});
+  }
+  {
+    // A header whose encoding byte claims fields the record has no room
+    // for (27 bytes: CQ data and a wide length need 39), and one that
+    // names a field not defined.
+    std::vector<uint8_t> b;
+    rec(b, r1, r1.size());
+    std::vector<uint8_t> claims(pm::eth::kCoreMin, 0);
+    claims[2] = pm::eth::kCoreCq | pm::eth::kCoreLenWide;
+    rec(b, claims, claims.size());
+    cases.push_back({"record shorter than its header's fields", b, pm::eth::kFlagBundle, pm::eth::kData, false});
+    std::vector<uint8_t> b2;
+    rec(b2, r1, r1.size());
+    std::vector<uint8_t> odd = data_body(2, 10);
+    odd[2] |= 0x40;
+    rec(b2, odd, odd.size());
+    cases.push_back({"record header with an undefined field", b2, pm::eth::kFlagBundle, pm::eth::kData, false});
+    // The same headers as a frame's one packet (no bundle), DATA and DGRAM.
+    cases.push_back({"DATA shorter than its header's fields", claims, 0, pm::eth::kData, false});
+    cases.push_back({"DATA header with an undefined field", odd, 0, pm::eth::kData, false});
+    cases.push_back({"DGRAM shorter than its header's fields", claims, 0, pm::eth::kDgram, false});
   }
   {
     std::vector<uint8_t> b;
@@ -2243,7 +2327,7 @@ Test(eth, an_ack_for_the_open_frame_leaves_it_intact) {
   for (const RawRx& x : raw_rx()) {
     if (x.h.type != pm::eth::kData) continue;
     cr_assert_eq(x.h.seq, 1u);
-    cr_assert_eq(x.h.len, pm::eth::kCoreHdr + 40);
+    cr_assert_eq(x.h.len, pm::eth::core_len(make_hdr(7, 40)) + 40);
     std::vector<uint8_t> body(x.bytes.begin() + kBody, x.bytes.begin() + kBody + x.h.len);
     cr_assert(body == data_body(7, 40), "the open frame's payload was altered");
     seen = true;
@@ -2872,10 +2956,11 @@ Test(eth, frames_are_shorter_only_between_two_gso_peers) {
   cr_assert_eq(g_b->max_payload(b_a), kGsoPayload);
   cr_assert_eq(g_a->max_payload(a_c), kMaxPayload);
   cr_assert_eq(g_c->max_payload(c_a), kMaxPayload);
-  // Whatever a peer knows of us, we take frames as long as the link allows.
-  cr_assert_eq(g_a->rx_max_payload(a_b), kMaxPayload);
-  cr_assert_eq(g_a->rx_max_payload(a_c), kMaxPayload);
-  cr_assert_eq(send_pkt(*g_a, a_b, 3, kGsoPayload + 1), -FI_EINVAL);
+  // Whatever a peer knows of us, we take frames as long as the link allows
+  // (with the shortest core header: 18 bytes more payload).
+  cr_assert_eq(g_a->rx_max_payload(a_b), kMaxPayload + 18);
+  cr_assert_eq(g_a->rx_max_payload(a_c), kMaxPayload + 18);
+  cr_assert_eq(send_pkt(*g_a, a_b, 3, g_a->max_payload(a_b, make_hdr(3, 0)) + 1), -FI_EINVAL);
   cr_assert_eq(send_pkt(*g_a, a_b, 4, kGsoPayload), 0);
   cr_assert_eq(send_pkt(*g_a, a_c, 5, kMaxPayload), 0);
   cr_assert_eq(send_pkt(*g_c, c_a, 6, kMaxPayload), 0);
@@ -2922,7 +3007,7 @@ Test(eth, a_session_up_without_the_hello_ack_keeps_to_what_each_side_learnt) {
   cr_assert(pump([&] { return g_rb.got.size() == 1 && g_a->tx_state(a_b, 1) == 1; }));
   check_pkt(g_rb.got[0], b_a, 3, kMaxPayload);
   // B's receive limit is the link's, whatever A knows of B.
-  cr_assert_eq(g_b->rx_max_payload(b_a), kMaxPayload);
+  cr_assert_eq(g_b->rx_max_payload(b_a), kMaxPayload + 18);
   // The HELLO_ACK, late: taken (not stale), and nothing changes.
   while (g_a->poll(g_ra, 64) > 0 || g_b->poll(g_rb, 64) > 0) {
   }
