@@ -396,7 +396,10 @@ class PmEth final : public ProviderDef {
 
   size_t packet_size(const fi_info& info) const override {
     size_t mtu = (info.nic && info.nic->link_attr ? info.nic->link_attr->mtu : 1500) - gso_headers();
-    return mtu > 2 * 48 + 64 ? mtu - 2 * 48 : 64;
+    // A frame's pmeth header and the core header's longest encoding: what
+    // the device's max_payload() leaves (an atomic's count, ep_rma.cpp).
+    constexpr size_t hdrs = kPmHdr + kCoreHdr;
+    return mtu > hdrs + 64 ? mtu - hdrs : 64;
   }
 
   // The interface scan is cached: fi_getinfo is called often (MPI
@@ -525,7 +528,7 @@ class PmEth final : public ProviderDef {
     fi_info* head = nullptr;
     fi_info** tail = &head;
     for (const Iface& i : ifaces) {
-      size_t payload = i.nic.mtu - 48 - 48 - gso_headers();
+      size_t payload = i.nic.mtu - kPmHdr - kCoreHdr - gso_headers();  // the device's max_payload()
       bool trunk = i.name.find('+') != std::string::npos;
       for (fi_ep_type t : {FI_EP_RDM, FI_EP_DGRAM}) {
         if (trunk && t == FI_EP_DGRAM) continue;
