@@ -170,6 +170,18 @@ inline size_t core_len_of(uint8_t enc) {
 // The bytes encode_core writes for h.
 inline size_t core_len(const PktHdr& h) { return core_len_of(core_enc(h)); }
 
+// A field of 8 bytes, or of 4 where it is not wide, at p + o; o moves past it.
+inline void put_field(uint8_t* p, size_t& o, uint64_t v, bool wide) {
+  if (wide) put64(p + o, v);
+  else put32(p + o, uint32_t(v));
+  o += wide ? 8 : 4;
+}
+inline uint64_t get_field(const uint8_t* p, size_t& o, bool wide) {
+  uint64_t v = wide ? get64(p + o) : get32(p + o);
+  o += wide ? 8 : 4;
+  return v;
+}
+
 // Writes h at p (core_len(h) bytes); returns that length.
 inline size_t encode_core(uint8_t* p, const PktHdr& h) {
   uint8_t enc = core_enc(h);
@@ -179,24 +191,9 @@ inline size_t encode_core(uint8_t* p, const PktHdr& h) {
   put64(p + 3, h.msg_id);
   put64(p + 11, h.tag);
   size_t o = 19;
-  if (enc & kCoreLenWide) {
-    put64(p + o, h.msg_len);
-    o += 8;
-  } else {
-    put32(p + o, uint32_t(h.msg_len));
-    o += 4;
-  }
-  if (enc & kCoreOffWide) {
-    put64(p + o, h.offset);
-    o += 8;
-  } else {
-    put32(p + o, uint32_t(h.offset));
-    o += 4;
-  }
-  if (enc & kCoreCq) {
-    put64(p + o, h.cq_data);
-    o += 8;
-  }
+  put_field(p, o, h.msg_len, enc & kCoreLenWide);
+  put_field(p, o, h.offset, enc & kCoreOffWide);
+  if (enc & kCoreCq) put_field(p, o, h.cq_data, true);
   if (enc & kCoreRes) {
     put16(p + o, h.reserved);
     o += 2;
@@ -223,24 +220,9 @@ inline size_t decode_core(const uint8_t* p, size_t avail, PktHdr* out) {
   h.msg_id = get64(p + 3);
   h.tag = get64(p + 11);
   size_t o = 19;
-  if (enc & kCoreLenWide) {
-    h.msg_len = get64(p + o);
-    o += 8;
-  } else {
-    h.msg_len = get32(p + o);
-    o += 4;
-  }
-  if (enc & kCoreOffWide) {
-    h.offset = get64(p + o);
-    o += 8;
-  } else {
-    h.offset = get32(p + o);
-    o += 4;
-  }
-  if (enc & kCoreCq) {
-    h.cq_data = get64(p + o);
-    o += 8;
-  }
+  h.msg_len = get_field(p, o, enc & kCoreLenWide);
+  h.offset = get_field(p, o, enc & kCoreOffWide);
+  if (enc & kCoreCq) h.cq_data = get_field(p, o, true);
   if (enc & kCoreRes) {
     h.reserved = get16(p + o);
     o += 2;
