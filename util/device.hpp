@@ -70,6 +70,9 @@ class Device {
   // Largest payload of one packet with this header to this peer (its
   // seg_len aside): at least max_payload(peer), more where the device
   // encodes this header in fewer bytes than its longest (pmeth's frames).
+  // Headers that differ only in their offset get the same answer while
+  // their offsets are on the same side of 4 GiB (the core asks once per
+  // run of a message's frames, SegLimit).
   virtual size_t max_payload(PeerId peer, const PktHdr&) const noexcept { return max_payload(peer); }
   // Largest payload of one packet taken from this peer: more than what is
   // sent to it where the peer may send larger ones (pmeth's GSO mode sends
