@@ -155,8 +155,13 @@ std::string EthDevice::name_str(const void* name, size_t len) const {
 
 PeerId EthDevice::peer_by_addr(const uint8_t* mac, uint32_t ep_id) {
   AddrKey k{mac48(mac), ep_id};
+  if (k == last_addr_) return last_peer_;  // a stream's frames come from one peer
   auto it = by_addr_.find(k);
-  if (it != by_addr_.end()) return it->second;
+  if (it != by_addr_.end()) {
+    last_addr_ = k;
+    last_peer_ = it->second;
+    return it->second;
+  }
   PeerId id = PeerId(peers_.size());
   peers_.emplace_back();
   Peer& p = peers_.back();
@@ -194,6 +199,7 @@ void EthDevice::learn_name(PeerId id, const EthName& n, const void* bytes) {
   p.name_known = true;
   p.rails = uint8_t(std::min<size_t>(n.rails, rails_.size()));
   for (unsigned r = 0; r < n.rails; r++) by_addr_[AddrKey{mac48(n.mac[r]), n.ep_id}] = id;
+  last_addr_ = AddrKey{};  // an address may now lead to another peer
 }
 
 const void* EthDevice::peer_name(PeerId peer, size_t* len) const noexcept {

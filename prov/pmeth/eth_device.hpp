@@ -395,14 +395,16 @@ class EthDevice final : public Device {
   } open_;
   std::deque<Peer> peers_;       // deque: references stay valid as it grows
   struct AddrKey {
-    uint64_t mac;
-    uint32_t ep;
+    uint64_t mac = ~0ull;  // no MAC (48 bits) is this
+    uint32_t ep = 0;
     bool operator==(const AddrKey& o) const { return mac == o.mac && ep == o.ep; }
   };
   struct AddrHash {
     size_t operator()(const AddrKey& k) const { return std::hash<uint64_t>()(k.mac * 31 + k.ep); }
   };
   std::unordered_map<AddrKey, PeerId, AddrHash> by_addr_;
+  AddrKey last_addr_;               // the address peer_by_addr found last, and its peer
+  PeerId last_peer_ = kNoPeer;
   std::vector<uint8_t> scratch_;
   PayloadKey payload_key_;               // payload_mac only
   const uint8_t* sealed_ = nullptr;      // the frame seal() took last, and its payload's hash

@@ -108,6 +108,48 @@ struct AsmKeyHash {
   size_t operator()(const AsmKey& k) const { return std::hash<uint64_t>()(k.msg_id * 0x9E3779B97F4A7C15ull ^ k.peer); }
 };
 
+// The messages being assembled. A stream's frames look up the same one,
+// frame after frame: the one found last is kept, and found again without
+// hashing. An element stays where it is until it is erased (inserting
+// moves none), so only erase and clear forget it.
+class AsmTable {
+ public:
+  using Map = std::unordered_map<AsmKey, Assembly, AsmKeyHash>;
+  Assembly* find(const AsmKey& k) {
+    if (hit_ && hit_key_ == k) return hit_;
+    auto it = map_.find(k);
+    if (it == map_.end()) return nullptr;
+    hit_key_ = k;
+    hit_ = &it->second;
+    return hit_;
+  }
+  Assembly& operator[](const AsmKey& k) { return map_[k]; }
+  size_t count(const AsmKey& k) const { return map_.count(k); }
+  void erase(const AsmKey& k) {
+    hit_ = nullptr;
+    map_.erase(k);
+  }
+  Map::iterator erase(Map::iterator it) {
+    hit_ = nullptr;
+    return map_.erase(it);
+  }
+  void clear() {
+    hit_ = nullptr;
+    map_.clear();
+  }
+  bool empty() const { return map_.empty(); }
+  size_t size() const { return map_.size(); }
+  Map::iterator begin() { return map_.begin(); }
+  Map::iterator end() { return map_.end(); }
+  Map::const_iterator begin() const { return map_.begin(); }
+  Map::const_iterator end() const { return map_.end(); }
+
+ private:
+  Map map_;
+  AsmKey hit_key_{kNoPeer, 0};
+  Assembly* hit_ = nullptr;
+};
+
 struct PeerState {
   IntrusiveList<TxOp, &TxOp::hook> queue;  // FIFO of ops not fully sent
   bool active = false;                     // in the active-peer list
@@ -322,7 +364,7 @@ class Endpoint final : public PacketSink {
   std::vector<RecvOp*> rx_free_;
   size_t rx_outstanding_ = 0;
   size_t rx_size_;
-  std::unordered_map<AsmKey, Assembly, AsmKeyHash> assemblies_;
+  AsmTable assemblies_;
 
   struct RmaIn {                 // a multi-packet remote write in progress
     size_t received = 0;

@@ -295,9 +295,10 @@ bool Endpoint::on_data(const CheckedPacket& pk) {
   const PktHdr& h = pk.hdr();
   PeerId peer = pk.peer();
   size_t plen = pk.len();
-  auto it = assemblies_.find(AsmKey{peer, h.msg_id});
-  if (it == assemblies_.end()) return true;  // discarded or failed message
-  Assembly& a = it->second;
+  AsmKey key{peer, h.msg_id};
+  Assembly* found = assemblies_.find(key);
+  if (!found) return true;  // discarded or failed message
+  Assembly& a = *found;
   if (a.help != Assembly::kNoHelp) {
     drop(peer, "a segment of a message shared by single copy");
     return true;
@@ -321,7 +322,7 @@ bool Endpoint::on_data(const CheckedPacket& pk) {
   a.received += plen;
   if (a.received < a.total) return true;
   Assembly done = std::move(a);
-  assemblies_.erase(it);
+  assemblies_.erase(key);
   assembled(done);
   return true;
 }
@@ -453,9 +454,10 @@ bool Endpoint::ask_help(PeerId peer, RecvOp* r, size_t base, size_t head, size_t
 void Endpoint::on_helped(const CheckedPacket& pk) {
   const PktHdr& h = pk.hdr();
   PeerId peer = pk.peer();
-  auto it = assemblies_.find(AsmKey{peer, h.msg_id});
-  if (it == assemblies_.end() || it->second.help == Assembly::kNoHelp) return;  // not asked: ignored
-  Assembly& a = it->second;
+  AsmKey key{peer, h.msg_id};
+  Assembly* found = assemblies_.find(key);
+  if (!found || found->help == Assembly::kNoHelp) return;  // not asked: ignored
+  Assembly& a = *found;
   bool whole = a.help == Assembly::kHelpWaiting && h.tag == 0;
   if (a.help == Assembly::kHelpWaiting && h.tag != 0) {
     peer_state(peer).no_help = true;
@@ -470,7 +472,7 @@ void Endpoint::on_helped(const CheckedPacket& pk) {
   }
   if (whole) {
     Assembly done = std::move(a);  // asked == 2: charged to single copy
-    assemblies_.erase(it);
+    assemblies_.erase(key);
     if (h.tag == 0) helped_++;  // shared: the sender wrote its part (not read here after a refusal)
     send_ctrl(peer, kPktFin, h.msg_id, 0);
     assembled(done);
