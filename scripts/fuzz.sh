@@ -12,6 +12,10 @@
 #   -k           keep going after a crash (with -j: collect every crash found)
 #   --seeds      write the seed corpus fuzz/corpus/HARNESS anew (the harness
 #                generates it) and exit
+#   --check-seeds  have the harness write its seeds into a temporary directory
+#                and compare them with fuzz/corpus/HARNESS: exit 1, naming the
+#                files, when the stored corpus is not what the code generates
+#                (a wire or format change left it stale)
 #
 # Reads the seeds of fuzz/corpus/HARNESS (never writes there); new inputs go
 # to BUILD/fuzz/corpus-HARNESS, crashes to BUILD/fuzz/artifacts-HARNESS/.
@@ -24,6 +28,7 @@ runs=50000000
 jobs=1
 keep=0
 seeds_only=0
+check_seeds=0
 while (($#)); do
   case "$1" in
   -b) build="$2"; shift 2 ;;
@@ -32,7 +37,8 @@ while (($#)); do
   -j) jobs="$2"; shift 2 ;;
   -k) keep=1; shift ;;
   --seeds) seeds_only=1; shift ;;
-  -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+  --check-seeds) check_seeds=1; shift ;;
+  -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
   -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
   *) break ;;
   esac
@@ -44,6 +50,17 @@ bin="$build/fuzz/fuzz_$h"
 [[ -x "$bin" ]] || { echo "fuzz.sh: no $bin (configure a sanitizer build with clang: docs/fuzzing.md)" >&2; exit 2; }
 seeds="$root/fuzz/corpus/$h"
 
+if ((check_seeds)); then
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' EXIT
+  PM_FUZZ_WRITE_SEEDS="$tmp/seeds" "$bin" >/dev/null
+  if ! diff -rq "$tmp/seeds" "$seeds"; then
+    echo "fuzz.sh: fuzz/corpus/$h is not what fuzz_$h generates: run scripts/fuzz.sh --seeds $h" >&2
+    exit 1
+  fi
+  echo "fuzz.sh: fuzz/corpus/$h: $(ls "$seeds" | wc -l) seeds, as fuzz_$h generates them"
+  exit 0
+fi
 if ((seeds_only)); then
   rm -rf "$seeds"
   PM_FUZZ_WRITE_SEEDS="$seeds" "$bin"
