@@ -342,18 +342,22 @@ bool EthDevice::authentic(const uint8_t* f, const PayloadHash& ph, const uint64_
   return siphash24(cfg_.key, m, n) == get64(f + kEthHdr + kMacOff);
 }
 
-// Without payload_mac every frame's MAC input is kMacIn bytes of its first
-// kBodyOff: the MACs of a burst are computed in groups of four (a short
-// group repeats its last input). The frames stay where they are (the ring
-// or the receive buffer) until handle_frame has seen them.
+// Every frame's MAC input has one length (kMacIn bytes of its first
+// kBodyOff, and with payload_mac its payload's hash): the MACs of a burst
+// are computed in groups of four (a short group repeats its last input).
+// Only for frames that pass the checks before the MAC (precheck), so that
+// no payload is hashed for a frame handle_frame refuses before its MAC.
+// The frames stay where they are (the ring or the receive buffer) until
+// handle_frame has seen them.
 void EthDevice::mac_burst(const Frame* fr, int n, uint64_t* pre, bool* has) {
   uint8_t m[4][kMacIn + 16];
   const uint8_t* msg[4];
   int idx[4], k = 0;
+  size_t in_len = cfg_.payload_mac ? kMacIn + 16 : kMacIn;
   auto run = [&] {
     for (int j = k; j < 4; j++) msg[j] = msg[k - 1];
     uint64_t out[4];
-    siphash24_x4(cfg_.key, msg, kMacIn, out);
+    siphash24_x4(cfg_.key, msg, in_len, out);
     for (int j = 0; j < k; j++) {
       pre[idx[j]] = out[j];
       has[idx[j]] = true;
@@ -363,13 +367,21 @@ void EthDevice::mac_burst(const Frame* fr, int n, uint64_t* pre, bool* has) {
   };
   for (int i = 0; i < n; i++) {
     has[i] = false;
-    if (fr[i].len < kBodyOff) continue;  // handle_frame refuses it
-    mac_input(m[k], fr[i].data, nullptr);
+    FrameHdr h;
+    if (precheck(fr[i].data, fr[i].len, &h) != Pre::kOk) continue;  // handle_frame refuses it
+    PayloadHash ph;
+    if (cfg_.payload_mac) ph = payload_hash(payload_key_, fr[i].data + kBodyOff, h.len);
+    mac_input(m[k], fr[i].data, cfg_.payload_mac ? &ph : nullptr);
     msg[k] = m[k];
     idx[k++] = i;
     if (k == 4) run();
   }
-  if (k > 1) run();  // a single one is left to handle_frame (no gain)
+  if (k > 1) {
+    run();
+  } else if (k == 1) {  // alone (its payload's hash is computed already)
+    pre[idx[0]] = siphash24(cfg_.key, m[0], in_len);
+    has[idx[0]] = true;
+  }
 }
 
 // Addresses the frame for `rail` and queues it there.
@@ -1005,32 +1017,30 @@ void EthDevice::declare_unreachable(Peer& p, const char* why) {
 // sequence numbers); only then does the core see the packet (and checks
 // the core header: core/rx_check.hpp). No peer state exists for a frame
 // that failed any of this.
+EthDevice::Pre EthDevice::precheck(const uint8_t* f, size_t len, FrameHdr* h) const noexcept {
+  if (len < kBodyOff || ((uint16_t(f[12]) << 8) | f[13]) != cfg_.ethertype) return Pre::kBadLen;
+  *h = decode_hdr(f + kEthHdr);
+  if (h->version != kWireVersion) return Pre::kBadVersion;
+  if (h->job != cfg_.job) return Pre::kBadJob;
+  if (h->dst_ep != ep_id_) return Pre::kBadEp;
+  if (kBodyOff + size_t(h->len) > len) return Pre::kBadLen;
+  return Pre::kOk;
+}
+
 void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, PacketSink& sink, uint64_t now,
                              const uint64_t* pre_mac) {
-  if (len < kBodyOff || ((uint16_t(f[12]) << 8) | f[13]) != cfg_.ethertype) {
-    st_.bad_len++;
-    return;
-  }
-  FrameHdr h = decode_hdr(f + kEthHdr);
-  if (h.version != kWireVersion) {
-    st_.bad_version++;
-    return;
-  }
-  if (h.job != cfg_.job) {
-    st_.bad_job++;
-    return;
-  }
-  if (h.dst_ep != ep_id_) {
-    st_.bad_ep++;
-    return;
-  }
-  if (kBodyOff + size_t(h.len) > len) {
-    st_.bad_len++;
-    return;
+  FrameHdr h;
+  switch (precheck(f, len, &h)) {
+  case Pre::kOk: break;
+  case Pre::kBadLen: st_.bad_len++; return;
+  case Pre::kBadVersion: st_.bad_version++; return;
+  case Pre::kBadJob: st_.bad_job++; return;
+  case Pre::kBadEp: st_.bad_ep++; return;
   }
   PayloadHash ph;
-  if (cfg_.payload_mac) ph = payload_hash(payload_key_, f + kBodyOff, h.len);  // h.len < kNhMaxPayload
-  if (!authentic(f, ph, pre_mac)) {  // pre_mac only without payload_mac (poll_busy)
+  // pre_mac: mac_burst's, over the same header and payload hash (poll_busy).
+  if (cfg_.payload_mac && !pre_mac) ph = payload_hash(payload_key_, f + kBodyOff, h.len);  // h.len < kNhMaxPayload
+  if (!authentic(f, ph, pre_mac)) {
     st_.bad_mac++;  // not from a member of this job (or altered)
     return;
   }
@@ -1487,7 +1497,7 @@ int EthDevice::poll_busy(PacketSink& sink, int budget) noexcept {
     if (!now) now = now_ns();
     uint64_t pre[32];
     bool has[32];
-    bool burst = cfg_.auth && !cfg_.payload_mac && n > 1;
+    bool burst = cfg_.auth && n > 1;
     if (burst) mac_burst(fr, n, pre, has);
     for (int i = 0; i < n; i++) {
       touched_ = kNoPeer;

@@ -298,9 +298,15 @@ class EthDevice final : public Device {
   bool deliver_held(PeerId id, PacketSink& sink);
   // `pre`: the MAC this frame's input gives, computed already (mac_burst).
   bool authentic(const uint8_t* f, const PayloadHash& ph, const uint64_t* pre = nullptr) const;
-  // The MACs of a burst's frames without payload_mac, four at a time:
-  // pre[i] for frame i (has[i] false: not computed, too short).
+  // The MACs of a burst's frames, four at a time (with payload_mac, over
+  // each payload's hash, computed first): pre[i] for frame i (has[i]
+  // false: not computed, the frame fails a check that comes before it).
   void mac_burst(const Frame* fr, int n, uint64_t* pre, bool* has);
+  // The checks before the MAC, cheapest first (length, EtherType, version,
+  // job, endpoint, the payload's length): what a frame must pass for its
+  // MAC to be worth computing. `h`: its header, decoded.
+  enum class Pre : uint8_t { kOk, kBadLen, kBadVersion, kBadJob, kBadEp };
+  Pre precheck(const uint8_t* f, size_t len, FrameHdr* h) const noexcept;
   void sign(uint8_t* f, const PayloadHash& ph) const;
   // The payload's keyed hash (payload_mac) of a frame as seal() took it.
   PayloadHash body_hash(const uint8_t* f, size_t len, const uint8_t* tail, size_t head) const;

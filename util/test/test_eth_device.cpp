@@ -2836,9 +2836,14 @@ void forge_payload_under_the_same_sum(bool payload_mac) {
 // MAC inputs in the first burst (two groups and a single one, hashed
 // alone), seven in the second (a group of three, padded). Exactly the
 // altered copies count as bad_mac, and the ten packets arrive once each,
-// in order; burst_macs shows the groups were used.
-Test(eth, each_frame_of_a_burst_gets_its_own_mac_verdict) {
-  Intercept x = intercept_a_to_b(auth_config("job-secret"), 100);
+// in order; burst_macs shows the groups were used. With payload_mac the
+// copies differ in a payload byte instead, which only the MAC covers
+// (through the payload's hash, computed before the group's MACs).
+namespace {
+void burst_verdicts(bool payload_mac) {
+  DeviceConfig cfg = auth_config("job-secret");
+  cfg.payload_mac = payload_mac;
+  Intercept x = intercept_a_to_b(cfg, 100);
   for (int i = 1; i <= 10; i++) cr_assert_eq(send_pkt(*g_a, x.to_b, uint32_t(i), 100 + 10 * i), 0);
   g_a->flush();
   std::vector<std::vector<uint8_t>> data = take_data_frames(*x.mitm, 10, 0);
@@ -2846,7 +2851,8 @@ Test(eth, each_frame_of_a_burst_gets_its_own_mac_verdict) {
   PeerId from_a = x.from_a;
   auto forged = [&](size_t i) {
     std::vector<uint8_t> f = data[i];
-    f[pm::eth::kEthHdr + 20] ^= 0x10;  // a header byte: another MAC input, the same MAC field
+    if (payload_mac) f.back() ^= 0x10;  // the payload's last byte: its hash differs
+    else f[pm::eth::kEthHdr + 20] ^= 0x10;  // a header byte: another MAC input, the same MAC field
     return f;
   };
   std::vector<uint8_t> stub(data[0].begin(), data[0].begin() + 40);  // shorter than a MAC's input
@@ -2871,6 +2877,10 @@ Test(eth, each_frame_of_a_burst_gets_its_own_mac_verdict) {
   pump_for(0.05);
   cr_assert_eq(g_rb.got.size(), 11u);  // nothing delivered twice (A's own frames are duplicates now)
 }
+}  // namespace
+
+Test(eth, each_frame_of_a_burst_gets_its_own_mac_verdict) { burst_verdicts(false); }
+Test(eth, each_frame_of_a_burst_gets_its_own_mac_verdict_with_payload_mac) { burst_verdicts(true); }
 
 // With payload_mac the MAC covers the payload's keyed hash: the altered
 // frame is refused and the genuine one (resent) is what B gets.
