@@ -115,6 +115,9 @@ struct AsmKeyHash {
 class AsmTable {
  public:
   using Map = std::unordered_map<AsmKey, Assembly, AsmKeyHash>;
+  AsmTable() = default;
+  AsmTable(const AsmTable&) = delete;  // a copy's cache would point into this map
+  AsmTable& operator=(const AsmTable&) = delete;
   Assembly* find(const AsmKey& k) {
     if (hit_ && hit_key_ == k) return hit_;
     auto it = map_.find(k);

@@ -2835,7 +2835,8 @@ void forge_payload_under_the_same_sum(bool payload_mac) {
 // position, and frames too short for a MAC that shift the groups: nine
 // MAC inputs in the first burst (two groups and a single one, hashed
 // alone), seven in the second (a group of three, padded). Exactly the
-// altered copies count as bad_mac, and the ten packets arrive once each,
+// altered copies count as bad_mac (and a copy cut shorter than the payload
+// its header claims as bad_len), and the ten packets arrive once each,
 // in order; burst_macs shows the groups were used. With payload_mac the
 // copies differ in a payload byte instead, which only the MAC covers
 // (through the payload's hash, computed before the group's MACs).
@@ -2856,6 +2857,9 @@ void burst_verdicts(bool payload_mac) {
     return f;
   };
   std::vector<uint8_t> stub(data[0].begin(), data[0].begin() + 40);  // shorter than a MAC's input
+  // Long enough for a MAC's input, shorter than the payload its header
+  // claims: refused before any MAC (or payload hash) is computed for it.
+  std::vector<uint8_t> cut(data[7].begin(), data[7].end() - 10);
   auto send_burst = [&](const std::vector<std::vector<uint8_t>>& burst) {
     std::vector<Frame> fr;
     for (auto& f : burst) fr.push_back(Frame{f.data(), f.size()});
@@ -2866,11 +2870,11 @@ void burst_verdicts(bool payload_mac) {
   // MAC inputs: f0 F1 d1 F2 | d2 F3 d3 d4 | F4  (stubs skipped)
   send_burst({data[0], forged(1), stub, data[1], forged(2), data[2], forged(3), data[3], data[4], stub, forged(4)});
   cr_assert(pump([&] { return g_rb.got.size() == 6; }), "%s", g_b->stats().c_str());
-  // MAC inputs: F5 d5 d6 d7 | F8 d8 d9  (a group of three)
-  send_burst({forged(5), data[5], stub, data[6], data[7], forged(8), data[8], data[9]});
+  // MAC inputs: F5 d5 d6 d7 | F8 d8 d9  (a group of three; the cut copy skipped)
+  send_burst({forged(5), data[5], stub, data[6], cut, data[7], forged(8), data[8], data[9]});
   cr_assert(pump([&] { return g_rb.got.size() == 11; }), "%s", g_b->stats().c_str());
   cr_assert_eq(dev_stat(*g_b, "bad_mac") - bad0, 6u, "%s", g_b->stats().c_str());
-  cr_assert_eq(dev_stat(*g_b, "bad_len") - len0, 3u, "%s", g_b->stats().c_str());
+  cr_assert_eq(dev_stat(*g_b, "bad_len") - len0, 4u, "%s", g_b->stats().c_str());
   cr_assert_geq(dev_stat(*g_b, "burst_macs") - burst0, 15u, "the bursts were not checked four at a time: %s",
                 g_b->stats().c_str());
   for (int i = 1; i <= 10; i++) check_pkt(g_rb.got[size_t(i)], from_a, uint32_t(i), 100 + 10 * i);
