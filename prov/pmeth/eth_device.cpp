@@ -1012,11 +1012,7 @@ void EthDevice::declare_unreachable(Peer& p, const char* why) {
   p.reorder.clear();
 }
 
-// The device's half of the validation boundary: the frame's length,
-// version, job, endpoint, MAC and checksum, then the session (epochs,
-// sequence numbers); only then does the core see the packet (and checks
-// the core header: core/rx_check.hpp). No peer state exists for a frame
-// that failed any of this.
+// The checks before the MAC (handle_frame and mac_burst).
 EthDevice::Pre EthDevice::precheck(const uint8_t* f, size_t len, FrameHdr* h) const noexcept {
   if (len < kBodyOff || ((uint16_t(f[12]) << 8) | f[13]) != cfg_.ethertype) return Pre::kBadLen;
   *h = decode_hdr(f + kEthHdr);
@@ -1027,6 +1023,11 @@ EthDevice::Pre EthDevice::precheck(const uint8_t* f, size_t len, FrameHdr* h) co
   return Pre::kOk;
 }
 
+// The device's half of the validation boundary: the frame's length,
+// version, job, endpoint, MAC and checksum, then the session (epochs,
+// sequence numbers); only then does the core see the packet (and checks
+// the core header: core/rx_check.hpp). No peer state exists for a frame
+// that failed any of this.
 void EthDevice::handle_frame(unsigned rail, const uint8_t* f, size_t len, PacketSink& sink, uint64_t now,
                              const uint64_t* pre_mac) {
   FrameHdr h;
